@@ -1,0 +1,30 @@
+//! TARSy's shared vocabulary.
+//!
+//! Every crate speaks in these types: the engine (which must know nothing of
+//! Kubernetes, SQL or HTTP), the store, the MCP client, the API and the
+//! operator. Keeping them here lets those crates compile and evolve
+//! independently.
+
+pub mod config;
+pub mod conversation;
+pub mod recorder;
+pub mod status;
+
+pub use config::{
+    LlmProviderConfig, McpSelection, McpServerConfig, McpServerSelection, McpTransport,
+    ProviderType, ResolvedAgentConfig, SecretValue, SummarizationConfig, ToolFilter,
+};
+pub use conversation::{ConversationMessage, TokenUsage, ToolCall, ToolDefinition, ToolResult};
+pub use recorder::{
+    EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMcpInteraction, NewMessage,
+    NewTimelineEvent, RecordError, RecordScope, TimelineEvent,
+};
+pub use status::{
+    Backend, ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType,
+    McpInteractionType, MessageRole, ParallelType, SessionStatus, SuccessPolicy,
+    TimelineEventStatus, TimelineEventType, UnknownValue,
+};
+
+/// Largest alert payload accepted, in bytes (1 MiB). Larger alerts are
+/// rejected (HTTP 413, or a CRD validation error), never truncated.
+pub const MAX_ALERT_DATA_BYTES: usize = 1024 * 1024;

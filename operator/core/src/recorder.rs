@@ -1,0 +1,229 @@
+//! What an agent execution writes while it runs, and the traits through which
+//! it writes it. The store implements [`ExecutionRecorder`]; the event
+//! transports (Postgres NOTIFY, in-process fan-out) implement
+//! [`EventPublisher`]. The engine sees only these traits.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::conversation::{TokenUsage, ToolCall};
+use crate::status::{
+    LlmInteractionType, McpInteractionType, MessageRole, TimelineEventStatus, TimelineEventType,
+};
+
+/// Identifies where a record belongs. Stage and execution are absent for
+/// session-level records (the executive summary).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RecordScope {
+    /// Session (alert) id.
+    pub session_id: String,
+    /// Stage id, if any.
+    pub stage_id: Option<String>,
+    /// Agent execution id, if any.
+    pub execution_id: Option<String>,
+}
+
+/// A timeline event to create.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewTimelineEvent {
+    /// Where it belongs.
+    pub scope: RecordScope,
+    /// Order within the session's timeline as the producer sees it.
+    pub sequence_number: i64,
+    /// What it is.
+    pub event_type: TimelineEventType,
+    /// Initial status (streaming, or completed for events created whole).
+    pub status: TimelineEventStatus,
+    /// Initial content.
+    pub content: String,
+    /// Type-specific metadata (tool name and arguments, thinking source, ...).
+    pub metadata: Value,
+}
+
+/// A stored timeline event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEvent {
+    /// Event id.
+    pub id: String,
+    /// Where it belongs.
+    #[serde(flatten)]
+    pub scope: RecordScope,
+    /// Order within the timeline.
+    pub sequence_number: i64,
+    /// What it is.
+    pub event_type: TimelineEventType,
+    /// Current status.
+    pub status: TimelineEventStatus,
+    /// Current content.
+    pub content: String,
+    /// Metadata.
+    pub metadata: Value,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A conversation message to store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewMessage {
+    /// Where it belongs (session, stage and execution are all set).
+    pub scope: RecordScope,
+    /// Position in the execution's conversation, from 1.
+    pub sequence_number: i64,
+    /// Who speaks.
+    pub role: MessageRole,
+    /// Text.
+    pub content: String,
+    /// Tool calls of an assistant message.
+    pub tool_calls: Vec<ToolCall>,
+    /// For tool messages: the answered call.
+    pub tool_call_id: Option<String>,
+    /// For tool messages: the tool's name.
+    pub tool_name: Option<String>,
+}
+
+/// An LLM call, recorded for the trace view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewLlmInteraction {
+    /// Where it belongs.
+    pub scope: RecordScope,
+    /// Why the call was made.
+    pub interaction_type: LlmInteractionType,
+    /// Provider name (the LLMProvider resource).
+    pub provider: String,
+    /// Model name.
+    pub model: String,
+    /// Id of the last stored message sent with this call; the trace view
+    /// rebuilds the conversation from the message table up to it.
+    pub last_message_id: Option<String>,
+    /// Request summary, or the whole request for self-contained calls
+    /// (summarization, executive summary) that do not use the message table.
+    pub llm_request: Value,
+    /// Response summary: text, tool calls, native tool output.
+    pub llm_response: Value,
+    /// Native thinking text, if any.
+    pub thinking_content: Option<String>,
+    /// Final response text.
+    pub response_text: String,
+    /// Token usage of the call.
+    pub usage: Option<TokenUsage>,
+    /// Wall time in milliseconds.
+    pub duration_ms: i64,
+    /// Error text when the call failed.
+    pub error_message: Option<String>,
+}
+
+/// An MCP call, recorded for the trace view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewMcpInteraction {
+    /// Where it belongs.
+    pub scope: RecordScope,
+    /// tools/call or tools/list.
+    pub interaction_type: McpInteractionType,
+    /// MCP server name.
+    pub server_name: String,
+    /// Tool name (empty for tools/list).
+    pub tool_name: String,
+    /// Arguments sent.
+    pub tool_arguments: Value,
+    /// Result received (masked, storage-truncated).
+    pub tool_result: Value,
+    /// Tools the server offered (tools/list).
+    pub available_tools: Value,
+    /// Wall time in milliseconds.
+    pub duration_ms: i64,
+    /// Error text when the call failed.
+    pub error_message: Option<String>,
+}
+
+/// Errors of a recorder or publisher.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The referenced record does not exist.
+    #[error("{kind} {id} not found")]
+    NotFound {
+        /// Record kind, e.g. "timeline event".
+        kind: &'static str,
+        /// The missing id.
+        id: String,
+    },
+    /// The backing store failed.
+    #[error("storage error: {0}")]
+    Storage(String),
+}
+
+/// Writes what an agent execution produces, as it happens. Every method is a
+/// single insert or an update by id: progressive writes stay cheap.
+#[async_trait]
+pub trait ExecutionRecorder: Send + Sync {
+    /// Creates a timeline event and returns its id.
+    async fn create_timeline_event(&self, event: NewTimelineEvent) -> Result<String, RecordError>;
+
+    /// Appends streamed content to a streaming event.
+    async fn append_timeline_content(&self, event_id: &str, delta: &str)
+    -> Result<(), RecordError>;
+
+    /// Sets the final content and status of an event; `metadata`, when given,
+    /// is merged into the event's metadata (keys already there are kept unless
+    /// overwritten).
+    async fn complete_timeline_event(
+        &self,
+        event_id: &str,
+        content: &str,
+        status: TimelineEventStatus,
+        metadata: Option<Value>,
+    ) -> Result<(), RecordError>;
+
+    /// Stores a conversation message and returns its id.
+    async fn create_message(&self, message: NewMessage) -> Result<String, RecordError>;
+
+    /// Records an LLM call and returns its id.
+    async fn create_llm_interaction(
+        &self,
+        interaction: NewLlmInteraction,
+    ) -> Result<String, RecordError>;
+
+    /// Records an MCP call and returns its id.
+    async fn create_mcp_interaction(
+        &self,
+        interaction: NewMcpInteraction,
+    ) -> Result<String, RecordError>;
+
+    /// Timeline events of one execution, in sequence order (synthesis and
+    /// chat context are built from these).
+    async fn execution_timeline(
+        &self,
+        execution_id: &str,
+    ) -> Result<Vec<TimelineEvent>, RecordError>;
+
+    /// Timeline events of a whole session, in order.
+    async fn session_timeline(&self, session_id: &str) -> Result<Vec<TimelineEvent>, RecordError>;
+}
+
+/// A WebSocket channel: `session:{id}` or `sessions`.
+pub fn session_channel(session_id: &str) -> String {
+    format!("session:{session_id}")
+}
+
+/// The channel carrying session list updates.
+pub const SESSIONS_CHANNEL: &str = "sessions";
+
+/// Publishes live events to WebSocket subscribers.
+#[async_trait]
+pub trait EventPublisher: Send + Sync {
+    /// A persistent event: stored for catch-up and delivered (on Postgres, in
+    /// one transaction with its NOTIFY). Returns the event id.
+    async fn publish(
+        &self,
+        session_id: &str,
+        channel: &str,
+        payload: Value,
+    ) -> Result<i64, RecordError>;
+
+    /// A transient event (`stream.chunk`): delivered, never stored. Failures
+    /// are the publisher's to log; streaming never stops an agent.
+    async fn publish_transient(&self, channel: &str, payload: Value);
+}
