@@ -1,0 +1,446 @@
+//! The one place that knows there are two backends.
+//!
+//! Repository code writes each statement once, with `$N` placeholders (both
+//! Postgres and SQLite accept them), collects its parameters as [`Arg`]s and
+//! runs it through [`Db`] or [`Tx`]; only this module matches on the backend.
+//! The few real dialect differences are the functions of [`Dialect`].
+
+use std::borrow::Cow;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use serde_json::Value;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::types::Json;
+use sqlx::{Arguments, AssertSqlSafe, FromRow, PgPool, Postgres, Sqlite, SqlitePool, Transaction};
+
+use crate::error::{Result, StoreError};
+
+/// Which database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// PostgreSQL (cluster mode).
+    Postgres,
+    /// SQLite (local mode, tests).
+    Sqlite,
+}
+
+/// A statement parameter, backend-neutral.
+#[derive(Debug, Clone)]
+pub(crate) enum Arg {
+    Text(Option<String>),
+    Int(Option<i64>),
+    Json(Option<Value>),
+    Time(Option<DateTime<Utc>>),
+}
+
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(Some(v.to_string()))
+    }
+}
+impl From<String> for Arg {
+    fn from(v: String) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+impl From<&String> for Arg {
+    fn from(v: &String) -> Self {
+        Arg::Text(Some(v.clone()))
+    }
+}
+impl From<Option<String>> for Arg {
+    fn from(v: Option<String>) -> Self {
+        Arg::Text(v)
+    }
+}
+impl From<Option<&str>> for Arg {
+    fn from(v: Option<&str>) -> Self {
+        Arg::Text(v.map(str::to_string))
+    }
+}
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::Int(Some(v))
+    }
+}
+impl From<Option<i64>> for Arg {
+    fn from(v: Option<i64>) -> Self {
+        Arg::Int(v)
+    }
+}
+impl From<Value> for Arg {
+    fn from(v: Value) -> Self {
+        Arg::Json(Some(v))
+    }
+}
+impl From<Option<Value>> for Arg {
+    fn from(v: Option<Value>) -> Self {
+        Arg::Json(v)
+    }
+}
+impl From<DateTime<Utc>> for Arg {
+    fn from(v: DateTime<Utc>) -> Self {
+        Arg::Time(Some(v))
+    }
+}
+impl From<Option<DateTime<Utc>>> for Arg {
+    fn from(v: Option<DateTime<Utc>>) -> Self {
+        Arg::Time(v)
+    }
+}
+
+/// A statement and its parameters, in `$N` order.
+#[derive(Debug, Clone)]
+pub(crate) struct Sql {
+    text: Cow<'static, str>,
+    args: Vec<Arg>,
+}
+
+impl Sql {
+    /// A statement whose text is fixed.
+    pub(crate) fn new(text: &'static str) -> Self {
+        Self {
+            text: Cow::Borrowed(text),
+            args: Vec::new(),
+        }
+    }
+
+    /// A statement assembled at run time. Only ever from constant fragments:
+    /// every value goes through [`Sql::bind`].
+    pub(crate) fn dynamic(text: String) -> Self {
+        Self {
+            text: Cow::Owned(text),
+            args: Vec::new(),
+        }
+    }
+
+    /// Appends the next `$N` parameter.
+    pub(crate) fn bind(mut self, arg: impl Into<Arg>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    fn pg(self) -> Result<(AssertSqlSafe<Cow<'static, str>>, PgArguments)> {
+        let mut out = PgArguments::default();
+        for arg in self.args {
+            let added = match arg {
+                Arg::Text(v) => out.add(v),
+                Arg::Int(v) => out.add(v),
+                Arg::Json(v) => out.add(v.map(Json)),
+                Arg::Time(v) => out.add(v),
+            };
+            added.map_err(|e| StoreError::Database(sqlx::Error::Encode(e)))?;
+        }
+        Ok((AssertSqlSafe(self.text), out))
+    }
+
+    fn sqlite(self) -> Result<(AssertSqlSafe<Cow<'static, str>>, SqliteArguments)> {
+        let mut out = SqliteArguments::default();
+        for arg in self.args {
+            let added = match arg {
+                Arg::Text(v) => out.add(v),
+                Arg::Int(v) => out.add(v),
+                Arg::Json(v) => out.add(v.map(Json)),
+                Arg::Time(v) => out.add(v),
+            };
+            added.map_err(|e| StoreError::Database(sqlx::Error::Encode(e)))?;
+        }
+        Ok((AssertSqlSafe(self.text), out))
+    }
+}
+
+/// A record type readable from rows of both backends.
+pub(crate) trait Record:
+    for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin + 'static
+{
+}
+impl<T> Record for T where
+    T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin + 'static
+{
+}
+
+/// The connection pool of either backend.
+#[derive(Debug, Clone)]
+pub(crate) enum Db {
+    Postgres(PgPool),
+    Sqlite(SqlitePool),
+}
+
+/// An open transaction of either backend.
+pub(crate) enum Tx {
+    Postgres(Transaction<'static, Postgres>),
+    Sqlite(Transaction<'static, Sqlite>),
+}
+
+/// A borrowed executor: a pool or an open transaction's connection.
+pub(crate) enum Target<'a> {
+    PgPool(&'a PgPool),
+    LitePool(&'a SqlitePool),
+    PgConn(&'a mut sqlx::PgConnection),
+    LiteConn(&'a mut sqlx::SqliteConnection),
+}
+
+/// Runs `$body` with `$e` bound to the executor and `$text`/`$args` to the
+/// statement prepared for that backend: one definition, four instantiations.
+macro_rules! on_target {
+    ($target:expr, $sql:expr, |$e:ident, $text:ident, $args:ident| $body:expr) => {
+        match $target {
+            Target::PgPool($e) => {
+                let ($text, $args) = $sql.pg()?;
+                $body
+            }
+            Target::PgConn($e) => {
+                let ($text, $args) = $sql.pg()?;
+                $body
+            }
+            Target::LitePool($e) => {
+                let ($text, $args) = $sql.sqlite()?;
+                $body
+            }
+            Target::LiteConn($e) => {
+                let ($text, $args) = $sql.sqlite()?;
+                $body
+            }
+        }
+    };
+}
+
+impl Target<'_> {
+    /// Runs a statement; returns the number of affected rows.
+    pub(crate) async fn execute(self, sql: Sql) -> Result<u64> {
+        Ok(on_target!(self, sql, |e, text, args| sqlx::query_with(
+            text, args
+        )
+        .execute(e)
+        .await?
+        .rows_affected()))
+    }
+
+    /// Runs a query returning at most one record.
+    pub(crate) async fn fetch_optional<T: Record>(self, sql: Sql) -> Result<Option<T>> {
+        Ok(on_target!(self, sql, |e, text, args| {
+            sqlx::query_as_with::<_, T, _>(text, args)
+                .fetch_optional(e)
+                .await?
+        }))
+    }
+
+    /// Runs a query returning records.
+    pub(crate) async fn fetch_all<T: Record>(self, sql: Sql) -> Result<Vec<T>> {
+        Ok(on_target!(self, sql, |e, text, args| {
+            sqlx::query_as_with::<_, T, _>(text, args)
+                .fetch_all(e)
+                .await?
+        }))
+    }
+
+    /// Runs a query returning one integer (counts, ids).
+    pub(crate) async fn fetch_i64(self, sql: Sql) -> Result<i64> {
+        Ok(on_target!(self, sql, |e, text, args| {
+            sqlx::query_scalar_with::<_, i64, _>(text, args)
+                .fetch_one(e)
+                .await?
+        }))
+    }
+}
+
+impl Db {
+    fn target(&self) -> Target<'_> {
+        match self {
+            Db::Postgres(p) => Target::PgPool(p),
+            Db::Sqlite(p) => Target::LitePool(p),
+        }
+    }
+
+    /// The backend of this pool.
+    pub(crate) fn kind(&self) -> BackendKind {
+        match self {
+            Db::Postgres(_) => BackendKind::Postgres,
+            Db::Sqlite(_) => BackendKind::Sqlite,
+        }
+    }
+
+    /// The dialect helpers of this pool's backend.
+    pub(crate) fn dialect(&self) -> Dialect {
+        Dialect(self.kind())
+    }
+
+    /// Begins a transaction. On SQLite it takes the write lock up front
+    /// (`BEGIN IMMEDIATE`): a read-then-write transaction must not fail with
+    /// "database is locked" halfway through when another connection writes.
+    pub(crate) async fn begin(&self) -> Result<Tx> {
+        Ok(match self {
+            Db::Postgres(p) => Tx::Postgres(p.begin().await?),
+            Db::Sqlite(p) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
+        })
+    }
+
+    /// Runs a statement; returns the number of affected rows.
+    pub(crate) async fn execute(&self, sql: Sql) -> Result<u64> {
+        self.target().execute(sql).await
+    }
+
+    /// Runs a query returning at most one record.
+    pub(crate) async fn fetch_optional<T: Record>(&self, sql: Sql) -> Result<Option<T>> {
+        self.target().fetch_optional(sql).await
+    }
+
+    /// Runs a query returning records.
+    pub(crate) async fn fetch_all<T: Record>(&self, sql: Sql) -> Result<Vec<T>> {
+        self.target().fetch_all(sql).await
+    }
+
+    /// Runs a query returning one integer.
+    pub(crate) async fn fetch_i64(&self, sql: Sql) -> Result<i64> {
+        self.target().fetch_i64(sql).await
+    }
+}
+
+impl Tx {
+    fn target(&mut self) -> Target<'_> {
+        match self {
+            Tx::Postgres(t) => Target::PgConn(t),
+            Tx::Sqlite(t) => Target::LiteConn(t),
+        }
+    }
+
+    /// Commits the transaction.
+    pub(crate) async fn commit(self) -> Result<()> {
+        match self {
+            Tx::Postgres(t) => t.commit().await?,
+            Tx::Sqlite(t) => t.commit().await?,
+        }
+        Ok(())
+    }
+
+    /// Rolls the transaction back.
+    pub(crate) async fn rollback(self) -> Result<()> {
+        match self {
+            Tx::Postgres(t) => t.rollback().await?,
+            Tx::Sqlite(t) => t.rollback().await?,
+        }
+        Ok(())
+    }
+
+    /// The backend of this transaction.
+    pub(crate) fn kind(&self) -> BackendKind {
+        match self {
+            Tx::Postgres(_) => BackendKind::Postgres,
+            Tx::Sqlite(_) => BackendKind::Sqlite,
+        }
+    }
+
+    /// Runs a statement; returns the number of affected rows.
+    pub(crate) async fn execute(&mut self, sql: Sql) -> Result<u64> {
+        self.target().execute(sql).await
+    }
+
+    /// Runs a query returning at most one record.
+    pub(crate) async fn fetch_optional<T: Record>(&mut self, sql: Sql) -> Result<Option<T>> {
+        self.target().fetch_optional(sql).await
+    }
+
+    /// Runs a query returning records.
+    pub(crate) async fn fetch_all<T: Record>(&mut self, sql: Sql) -> Result<Vec<T>> {
+        self.target().fetch_all(sql).await
+    }
+
+    /// Runs a query returning one integer.
+    pub(crate) async fn fetch_i64(&mut self, sql: Sql) -> Result<i64> {
+        self.target().fetch_i64(sql).await
+    }
+}
+
+/// SQL fragments that differ between the backends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dialect(pub(crate) BackendKind);
+
+impl Dialect {
+    /// Suffix of the claim sub-select: Postgres skips rows other claimers have
+    /// locked; SQLite has one writer at a time, so the statement is already
+    /// exclusive.
+    pub(crate) fn skip_locked(self) -> &'static str {
+        match self.0 {
+            BackendKind::Postgres => " FOR UPDATE SKIP LOCKED",
+            BackendKind::Sqlite => "",
+        }
+    }
+
+    /// Case-insensitive LIKE (SQLite's LIKE already ignores ASCII case).
+    pub(crate) fn ilike(self) -> &'static str {
+        match self.0 {
+            BackendKind::Postgres => "ILIKE",
+            BackendKind::Sqlite => "LIKE",
+        }
+    }
+
+    /// Expression for `metadata` with the top-level keys of the JSON object
+    /// parameter `$N` merged in (its keys win). Postgres has the `||` operator;
+    /// SQLite rebuilds the object from `json_each` of both sides, rendering
+    /// each value back to JSON by its type so that nested objects, booleans
+    /// and nulls survive unchanged.
+    pub(crate) fn merge_metadata(self, param: usize) -> String {
+        match self.0 {
+            BackendKind::Postgres => format!("metadata || ${param}"),
+            BackendKind::Sqlite => {
+                let render = |alias: &str| {
+                    format!(
+                        "CASE {alias}.type WHEN 'object' THEN {alias}.value WHEN 'array' THEN {alias}.value \
+                         WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN 'null' \
+                         ELSE json_quote({alias}.value) END"
+                    )
+                };
+                format!(
+                    "(SELECT json_group_object(k, json(v)) FROM (\
+                     SELECT o.key AS k, {old} AS v FROM json_each(timeline_events.metadata) AS o \
+                     WHERE o.key NOT IN (SELECT p2.key FROM json_each(${param}) AS p2) \
+                     UNION ALL SELECT p.key AS k, {new} AS v FROM json_each(${param}) AS p))",
+                    old = render("o"),
+                    new = render("p"),
+                )
+            }
+        }
+    }
+}
+
+/// The current time at the precision both backends keep (microseconds), so
+/// that a value read back equals the value written on either backend.
+pub(crate) fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
+
+/// Normalises a caller-supplied timestamp the same way as [`now`].
+pub(crate) fn normalize_time(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.trunc_subsecs(6)
+}
+
+/// A fresh random id for records the store names itself.
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Escapes `%`, `_` and `\` for a LIKE pattern with `ESCAPE '\'` and wraps the
+/// text in `%...%` for a substring match.
+pub(crate) fn like_pattern(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_pattern_escapes_wildcards() {
+        assert_eq!(like_pattern("50%_a\\b"), "%50\\%\\_a\\\\b%");
+    }
+}

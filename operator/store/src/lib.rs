@@ -1,0 +1,189 @@
+//! TARSy storage: the five-layer data model on Postgres and SQLite.
+//!
+//! One [`Store`] handle serves either backend: Postgres in cluster mode,
+//! SQLite in local mode and tests. It holds sessions → stages → agent
+//! executions → timeline events, messages, LLM and MCP interactions, plus the
+//! WebSocket catch-up events and follow-up chats. Progressive writes are one
+//! statement each (an insert, an append, an update by id); the engine reaches
+//! them through [`tarsy_core::ExecutionRecorder`], which `Store` implements.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), tarsy_store::StoreError> {
+//! let store = tarsy_store::Store::connect("sqlite:tarsy.db").await?;
+//! let pending = store.count_sessions_with_status(&[tarsy_core::SessionStatus::Pending]).await?;
+//! # let _ = pending; Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+mod chats;
+mod db;
+mod error;
+mod events;
+mod interactions;
+mod model;
+mod recorder;
+mod sessions;
+mod stages;
+mod timeline;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{PgPool, SqlitePool};
+
+pub use db::BackendKind;
+pub use error::{Result, StoreError};
+pub use events::{EventNotification, NOTIFY_PAYLOAD_LIMIT, StoreTx};
+pub use model::{
+    AgentExecution, Chat, ChatUserMessage, Created, LlmInteraction, LlmInteractionSummary,
+    McpInteraction, McpInteractionSummary, Message, NewAgentExecution, NewSession, NewStage,
+    Session, SessionFilter, SessionOutcome, SessionPage, SessionSummary, SessionTrace, Stage,
+    StoredEvent, TraceExecution, TraceStage,
+};
+pub use stages::{StageAggregate, aggregate_stage_status};
+
+use db::Db;
+
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// How [`Store::connect_with`] opens the database.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// Apply pending schema migrations after connecting (default true).
+    pub run_migrations: bool,
+    /// Pool size (default 10; an in-memory SQLite database always uses 1,
+    /// because each connection would otherwise see its own empty database).
+    pub max_connections: u32,
+    /// How long to wait for a pooled connection (default 10 s).
+    pub acquire_timeout: Duration,
+    /// SQLite only: how long a writer waits for the lock (default 5 s).
+    pub busy_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            run_migrations: true,
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(10),
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The storage handle. Cheap to clone (it wraps a connection pool).
+#[derive(Debug, Clone)]
+pub struct Store {
+    db: Db,
+}
+
+impl Store {
+    /// Connects to `postgres://…` / `postgresql://…` or `sqlite:…` and applies
+    /// the schema migrations.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, ConnectOptions::default()).await
+    }
+
+    /// Connects with explicit options.
+    pub async fn connect_with(url: &str, options: ConnectOptions) -> Result<Self> {
+        let store = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let connect = PgConnectOptions::from_str(url)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(options.max_connections.max(1))
+                .acquire_timeout(options.acquire_timeout)
+                .connect_with(connect)
+                .await?;
+            Store {
+                db: Db::Postgres(pool),
+            }
+        } else if url.starts_with("sqlite:") {
+            let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+            let connect = SqliteConnectOptions::from_str(url)?
+                .create_if_missing(true)
+                .foreign_keys(true)
+                .busy_timeout(options.busy_timeout);
+            let connect = if in_memory {
+                connect
+            } else {
+                // WAL lets readers run while one writer writes; NORMAL sync is
+                // durable across application crashes, which is what local mode needs.
+                connect
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal)
+            };
+            let mut pool = SqlitePoolOptions::new().acquire_timeout(options.acquire_timeout);
+            pool = if in_memory {
+                // The database lives as long as its only connection.
+                pool.max_connections(1)
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+            } else {
+                pool.max_connections(options.max_connections.max(1))
+            };
+            Store {
+                db: Db::Sqlite(pool.connect_with(connect).await?),
+            }
+        } else {
+            return Err(StoreError::UnsupportedUrl(url.to_string()));
+        };
+        if options.run_migrations {
+            store.migrate().await?;
+        }
+        Ok(store)
+    }
+
+    /// A fresh, migrated, private in-memory SQLite database (tests, demos).
+    pub async fn sqlite_in_memory() -> Result<Self> {
+        Self::connect("sqlite::memory:").await
+    }
+
+    /// Wraps an existing Postgres pool (migrations are not run; see [`Store::migrate`]).
+    pub fn from_postgres_pool(pool: PgPool) -> Self {
+        Store {
+            db: Db::Postgres(pool),
+        }
+    }
+
+    /// Wraps an existing SQLite pool (migrations are not run; see [`Store::migrate`]).
+    pub fn from_sqlite_pool(pool: SqlitePool) -> Self {
+        Store {
+            db: Db::Sqlite(pool),
+        }
+    }
+
+    /// Applies pending schema migrations of this backend.
+    pub async fn migrate(&self) -> Result<()> {
+        match &self.db {
+            Db::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await?,
+            Db::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await?,
+        }
+        Ok(())
+    }
+
+    /// Which backend this store uses.
+    pub fn backend(&self) -> BackendKind {
+        self.db.kind()
+    }
+
+    /// The Postgres pool, e.g. to build a `PgListener` for event fan-out.
+    pub fn postgres_pool(&self) -> Option<&PgPool> {
+        match &self.db {
+            Db::Postgres(pool) => Some(pool),
+            Db::Sqlite(_) => None,
+        }
+    }
+
+    /// Closes every pooled connection; later calls fail.
+    pub async fn close(&self) {
+        match &self.db {
+            Db::Postgres(pool) => pool.close().await,
+            Db::Sqlite(pool) => pool.close().await,
+        }
+    }
+}

@@ -1,0 +1,512 @@
+//! Stages and agent executions, and the stage status derived from its
+//! executions by success policy.
+
+use serde::{Deserialize, Serialize};
+use tarsy_core::{ExecutionStatus, SuccessPolicy};
+
+use crate::Store;
+use crate::db::{BackendKind, Sql, new_id, now};
+use crate::error::{Result, StoreError, classify_insert, is_foreign_key_violation};
+use crate::model::{AgentExecution, NewAgentExecution, NewStage, Stage};
+
+const STAGE: &str = "stage";
+const EXECUTION: &str = "agent execution";
+
+/// What a stage's executions say about the stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StageAggregate {
+    /// No execution has started yet.
+    Pending,
+    /// Some execution is running or still to come.
+    Active,
+    /// Every expected execution is terminal: the stage's final status and,
+    /// unless it completed, why.
+    Finished {
+        /// Completed, failed, timed_out or cancelled.
+        status: ExecutionStatus,
+        /// What went wrong, naming the executions that did not complete.
+        error: Option<String>,
+    },
+}
+
+/// Derives a stage's status from its executions (the seed's rule, used by
+/// the store and usable in memory by the orchestrator):
+///
+/// * while fewer than `expected` executions exist, or any is pending/active,
+///   the stage is pending (nothing started) or active;
+/// * policy `all`: completed when every execution completed;
+///   policy `any` (also when no policy is set): completed when one did;
+/// * otherwise timed_out if all timed out, cancelled if all were cancelled,
+///   else failed.
+///
+/// `executions` holds (display name, status, error message) per execution.
+pub fn aggregate_stage_status(
+    policy: Option<SuccessPolicy>,
+    expected: i64,
+    executions: &[(&str, ExecutionStatus, Option<&str>)],
+) -> StageAggregate {
+    let started = executions
+        .iter()
+        .any(|(_, s, _)| *s != ExecutionStatus::Pending);
+    let unfinished = executions.iter().any(|(_, s, _)| !s.is_terminal())
+        || (executions.len() as i64) < expected
+        || executions.is_empty();
+    if unfinished {
+        return if started {
+            StageAggregate::Active
+        } else {
+            StageAggregate::Pending
+        };
+    }
+    let completed = |s: &ExecutionStatus| *s == ExecutionStatus::Completed;
+    let success = match policy.unwrap_or_default() {
+        SuccessPolicy::All => executions.iter().all(|(_, s, _)| completed(s)),
+        SuccessPolicy::Any => executions.iter().any(|(_, s, _)| completed(s)),
+    };
+    if success {
+        return StageAggregate::Finished {
+            status: ExecutionStatus::Completed,
+            error: None,
+        };
+    }
+    let all = |want: ExecutionStatus| executions.iter().all(|(_, s, _)| *s == want);
+    let status = if all(ExecutionStatus::TimedOut) {
+        ExecutionStatus::TimedOut
+    } else if all(ExecutionStatus::Cancelled) {
+        ExecutionStatus::Cancelled
+    } else {
+        ExecutionStatus::Failed
+    };
+    let error = if let [(name, s, err)] = executions {
+        Some(err.map_or_else(|| format!("agent {name} {s}"), str::to_string))
+    } else {
+        let failed: Vec<String> = executions
+            .iter()
+            .filter(|(_, s, _)| !completed(s))
+            .map(|(name, s, err)| match err {
+                Some(e) => format!("{name} ({s}: {e})"),
+                None => format!("{name} ({s})"),
+            })
+            .collect();
+        Some(format!(
+            "{} of {} agents did not complete: {}",
+            failed.len(),
+            executions.len(),
+            failed.join("; ")
+        ))
+    };
+    StageAggregate::Finished { status, error }
+}
+
+impl Store {
+    /// Creates a pending stage. With an explicit id that already exists, the
+    /// stored stage is returned. A second stage at the same index of the same
+    /// session is a conflict; an unknown session, chat or chat message is
+    /// not-found.
+    pub async fn create_stage(&self, new: NewStage) -> Result<Stage> {
+        if new.stage_name.trim().is_empty() {
+            return Err(StoreError::InvalidInput("stage name is empty".into()));
+        }
+        if new.expected_agent_count < 1 {
+            return Err(StoreError::InvalidInput(format!(
+                "expected agent count {} must be at least 1",
+                new.expected_agent_count
+            )));
+        }
+        let id = new.id.clone().unwrap_or_else(new_id);
+        let inserted = self
+            .db
+            .fetch_optional::<Stage>(
+                Sql::new(
+                    "INSERT INTO stages (id, session_id, stage_name, stage_index, expected_agent_count, \
+                     parallel_type, success_policy, chat_id, chat_user_message_id, status, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     ON CONFLICT (id) DO NOTHING RETURNING *",
+                )
+                .bind(&id)
+                .bind(&new.session_id)
+                .bind(new.stage_name)
+                .bind(new.stage_index)
+                .bind(new.expected_agent_count)
+                .bind(new.parallel_type.map(|p| p.as_str()))
+                .bind(new.success_policy.map(|p| p.as_str()))
+                .bind(new.chat_id.clone())
+                .bind(new.chat_user_message_id.clone())
+                .bind(ExecutionStatus::Pending.as_str())
+                .bind(now()),
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::Database(db) => classify_insert(STAGE, db),
+                other => other,
+            });
+        match inserted {
+            Ok(Some(stage)) => Ok(stage),
+            Ok(None) => self.get_stage(&id).await,
+            Err(e) if is_foreign_key_violation(&e) => {
+                self.require_session(&new.session_id).await?;
+                if let Some(chat) = &new.chat_id {
+                    self.get_chat(chat).await?;
+                }
+                if let Some(msg) = &new.chat_user_message_id {
+                    self.get_chat_user_message(msg).await?;
+                }
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The stage with this id.
+    pub async fn get_stage(&self, id: &str) -> Result<Stage> {
+        self.db
+            .fetch_optional(Sql::new("SELECT * FROM stages WHERE id = $1").bind(id))
+            .await?
+            .ok_or_else(|| StoreError::not_found(STAGE, id))
+    }
+
+    /// The stages of a session in stage order (chat stages included).
+    pub async fn list_stages(&self, session_id: &str) -> Result<Vec<Stage>> {
+        let stages: Vec<Stage> = self
+            .db
+            .fetch_all(
+                Sql::new("SELECT * FROM stages WHERE session_id = $1 ORDER BY stage_index")
+                    .bind(session_id),
+            )
+            .await?;
+        if stages.is_empty() {
+            self.require_session(session_id).await?;
+        }
+        Ok(stages)
+    }
+
+    /// The highest stage index used in a session (to place a chat stage after it).
+    pub async fn max_stage_index(&self, session_id: &str) -> Result<Option<i64>> {
+        self.require_session(session_id).await?;
+        let n = self
+            .db
+            .fetch_i64(
+                Sql::new(
+                    "SELECT COALESCE(MAX(stage_index) + 1, 0) FROM stages WHERE session_id = $1",
+                )
+                .bind(session_id),
+            )
+            .await?;
+        Ok(n.checked_sub(1).filter(|n| *n >= 0))
+    }
+
+    /// Sets a stage's status directly (e.g. cancelled). Entering active
+    /// stamps `started_at` once; a terminal status stamps `completed_at`.
+    pub async fn update_stage_status(
+        &self,
+        id: &str,
+        status: ExecutionStatus,
+        error_message: Option<&str>,
+    ) -> Result<Stage> {
+        let at = now();
+        self.db
+            .fetch_optional(
+                Sql::new(
+                    "UPDATE stages SET status = $2, error_message = COALESCE($3, error_message), \
+                     started_at = COALESCE(started_at, $4), completed_at = COALESCE($5, completed_at) \
+                     WHERE id = $1 RETURNING *",
+                )
+                .bind(id)
+                .bind(status.as_str())
+                .bind(error_message)
+                .bind((status != ExecutionStatus::Pending).then_some(at))
+                .bind(status.is_terminal().then_some(at)),
+            )
+            .await?
+            .ok_or_else(|| StoreError::not_found(STAGE, id))
+    }
+
+    /// Re-derives the stage's status from its executions (see
+    /// [`aggregate_stage_status`]) and stores it. Runs in one transaction
+    /// holding the stage's row lock, so concurrent finishers cannot overwrite
+    /// a later verdict with an earlier one.
+    pub async fn refresh_stage_status(&self, id: &str) -> Result<Stage> {
+        let mut tx = self.db.begin().await?;
+        let lock = match tx.kind() {
+            BackendKind::Postgres => " FOR UPDATE",
+            BackendKind::Sqlite => "",
+        };
+        let stage: Stage = match tx
+            .fetch_optional(
+                Sql::dynamic(format!("SELECT * FROM stages WHERE id = $1{lock}")).bind(id),
+            )
+            .await?
+        {
+            Some(s) => s,
+            None => {
+                tx.rollback().await?;
+                return Err(StoreError::not_found(STAGE, id));
+            }
+        };
+        let executions: Vec<AgentExecution> = tx
+            .fetch_all(
+                Sql::new("SELECT * FROM agent_executions WHERE stage_id = $1 ORDER BY agent_index")
+                    .bind(id),
+            )
+            .await?;
+        let view: Vec<(&str, ExecutionStatus, Option<&str>)> = executions
+            .iter()
+            .map(|e| (e.agent_name.as_str(), e.status, e.error_message.as_deref()))
+            .collect();
+        let verdict =
+            aggregate_stage_status(stage.success_policy, stage.expected_agent_count, &view);
+        let at = now();
+        let (status, error, completed) = match verdict {
+            StageAggregate::Pending => (ExecutionStatus::Pending, None, None),
+            StageAggregate::Active => (ExecutionStatus::Active, None, None),
+            StageAggregate::Finished { status, error } => (status, error, Some(at)),
+        };
+        let started = (status != ExecutionStatus::Pending).then_some(at);
+        let updated: Option<Stage> = tx
+            .fetch_optional(
+                Sql::new(
+                    "UPDATE stages SET status = $2, error_message = $3, \
+                     started_at = COALESCE(started_at, $4), completed_at = $5 \
+                     WHERE id = $1 RETURNING *",
+                )
+                .bind(id)
+                .bind(status.as_str())
+                .bind(error)
+                .bind(started)
+                .bind(completed),
+            )
+            .await?;
+        tx.commit().await?;
+        updated.ok_or_else(|| StoreError::not_found(STAGE, id))
+    }
+
+    /// The chat's stage that is still pending or running, if any (one
+    /// message at a time per chat).
+    pub async fn active_stage_for_chat(&self, chat_id: &str) -> Result<Option<Stage>> {
+        let stage = self
+            .db
+            .fetch_optional(
+                Sql::new(
+                    "SELECT * FROM stages WHERE chat_id = $1 AND status IN ($2, $3) \
+                     ORDER BY stage_index DESC LIMIT 1",
+                )
+                .bind(chat_id)
+                .bind(ExecutionStatus::Pending.as_str())
+                .bind(ExecutionStatus::Active.as_str()),
+            )
+            .await?;
+        if stage.is_none() {
+            self.get_chat(chat_id).await?;
+        }
+        Ok(stage)
+    }
+
+    /// Creates a pending agent execution. With an explicit id that already
+    /// exists, the stored execution is returned. A second execution at the
+    /// same index of the same stage is a conflict.
+    pub async fn create_agent_execution(&self, new: NewAgentExecution) -> Result<AgentExecution> {
+        if new.agent_name.trim().is_empty() {
+            return Err(StoreError::InvalidInput("agent name is empty".into()));
+        }
+        let id = new.id.clone().unwrap_or_else(new_id);
+        let inserted = self
+            .db
+            .fetch_optional::<AgentExecution>(
+                Sql::new(
+                    "INSERT INTO agent_executions (id, stage_id, session_id, agent_name, agent_index, \
+                     kind, iteration_strategy, llm_provider, status, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                     ON CONFLICT (id) DO NOTHING RETURNING *",
+                )
+                .bind(&id)
+                .bind(&new.stage_id)
+                .bind(&new.session_id)
+                .bind(new.agent_name)
+                .bind(new.agent_index)
+                .bind(new.kind.as_str())
+                .bind(new.iteration_strategy.as_str())
+                .bind(new.llm_provider)
+                .bind(ExecutionStatus::Pending.as_str())
+                .bind(now()),
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::Database(db) => classify_insert(EXECUTION, db),
+                other => other,
+            });
+        match inserted {
+            Ok(Some(execution)) => Ok(execution),
+            Ok(None) => self.get_agent_execution(&id).await,
+            Err(e) if is_foreign_key_violation(&e) => {
+                self.require_session(&new.session_id).await?;
+                self.get_stage(&new.stage_id).await?;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The agent execution with this id.
+    pub async fn get_agent_execution(&self, id: &str) -> Result<AgentExecution> {
+        self.db
+            .fetch_optional(Sql::new("SELECT * FROM agent_executions WHERE id = $1").bind(id))
+            .await?
+            .ok_or_else(|| StoreError::not_found(EXECUTION, id))
+    }
+
+    /// Sets an execution's status and, when given, its error. Entering
+    /// active stamps `started_at` once; a terminal status stamps `completed_at`.
+    pub async fn update_agent_execution_status(
+        &self,
+        id: &str,
+        status: ExecutionStatus,
+        error_message: Option<&str>,
+    ) -> Result<AgentExecution> {
+        let at = now();
+        self.db
+            .fetch_optional(
+                Sql::new(
+                    "UPDATE agent_executions SET status = $2, error_message = COALESCE($3, error_message), \
+                     started_at = COALESCE(started_at, $4), completed_at = COALESCE($5, completed_at) \
+                     WHERE id = $1 RETURNING *",
+                )
+                .bind(id)
+                .bind(status.as_str())
+                .bind(error_message)
+                .bind((status != ExecutionStatus::Pending).then_some(at))
+                .bind(status.is_terminal().then_some(at)),
+            )
+            .await?
+            .ok_or_else(|| StoreError::not_found(EXECUTION, id))
+    }
+
+    /// The executions of a stage in launch order.
+    pub async fn list_agent_executions(&self, stage_id: &str) -> Result<Vec<AgentExecution>> {
+        let list: Vec<AgentExecution> = self
+            .db
+            .fetch_all(
+                Sql::new("SELECT * FROM agent_executions WHERE stage_id = $1 ORDER BY agent_index")
+                    .bind(stage_id),
+            )
+            .await?;
+        if list.is_empty() {
+            self.get_stage(stage_id).await?;
+        }
+        Ok(list)
+    }
+
+    /// All executions of a session, by stage then launch order.
+    pub async fn list_session_executions(&self, session_id: &str) -> Result<Vec<AgentExecution>> {
+        let list: Vec<AgentExecution> = self
+            .db
+            .fetch_all(
+                Sql::new(
+                    "SELECT e.* FROM agent_executions e JOIN stages s ON s.id = e.stage_id \
+                     WHERE e.session_id = $1 ORDER BY s.stage_index, e.agent_index",
+                )
+                .bind(session_id),
+            )
+            .await?;
+        if list.is_empty() {
+            self.require_session(session_id).await?;
+        }
+        Ok(list)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ExecutionStatus::*;
+
+    fn run(policy: Option<SuccessPolicy>, statuses: &[ExecutionStatus]) -> StageAggregate {
+        let names = ["a", "b", "c"];
+        let view: Vec<_> = statuses
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (names[i], *s, None))
+            .collect();
+        aggregate_stage_status(policy, statuses.len() as i64, &view)
+    }
+
+    fn status(a: StageAggregate) -> Option<ExecutionStatus> {
+        match a {
+            StageAggregate::Finished { status, .. } => Some(status),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn unfinished_stages_are_pending_or_active() {
+        assert_eq!(run(None, &[Pending, Pending]), StageAggregate::Pending);
+        assert_eq!(run(None, &[Active, Pending]), StageAggregate::Active);
+        assert_eq!(run(None, &[Completed, Pending]), StageAggregate::Active);
+        assert_eq!(
+            aggregate_stage_status(None, 1, &[]),
+            StageAggregate::Pending
+        );
+        // Two expected, one present and finished: still waiting for the other.
+        assert_eq!(
+            aggregate_stage_status(None, 2, &[("a", Completed, None)]),
+            StageAggregate::Active
+        );
+    }
+
+    #[test]
+    fn single_failure_reports_its_own_error() {
+        let a = aggregate_stage_status(None, 1, &[("a", Failed, Some("boom"))]);
+        assert_eq!(
+            a,
+            StageAggregate::Finished {
+                status: Failed,
+                error: Some("boom".into())
+            }
+        );
+    }
+
+    #[test]
+    fn multi_failure_lists_each_agent() {
+        let a = aggregate_stage_status(
+            Some(SuccessPolicy::All),
+            2,
+            &[("a", Completed, None), ("b", TimedOut, Some("slow"))],
+        );
+        let StageAggregate::Finished { status, error } = a else {
+            panic!("not finished")
+        };
+        assert_eq!(status, Failed);
+        assert_eq!(
+            error.as_deref(),
+            Some("1 of 2 agents did not complete: b (timed_out: slow)")
+        );
+    }
+
+    #[test]
+    fn policy_table() {
+        // (policy, statuses, expected final status)
+        let all = Some(SuccessPolicy::All);
+        let any = Some(SuccessPolicy::Any);
+        let table: &[(Option<SuccessPolicy>, &[ExecutionStatus], ExecutionStatus)] = &[
+            (all, &[Completed, Completed], Completed),
+            (all, &[Completed, Failed], Failed),
+            (all, &[TimedOut, TimedOut], TimedOut),
+            (all, &[Cancelled, Cancelled], Cancelled),
+            (all, &[TimedOut, Cancelled], Failed),
+            (any, &[Completed, Failed], Completed),
+            (any, &[Failed, Failed], Failed),
+            (any, &[TimedOut, TimedOut], TimedOut),
+            (any, &[Cancelled, Cancelled, Cancelled], Cancelled),
+            (any, &[Failed, TimedOut], Failed),
+            (None, &[Completed, Failed, TimedOut], Completed),
+            (None, &[Failed, Cancelled], Failed),
+            (None, &[Completed], Completed),
+        ];
+        for (policy, statuses, want) in table {
+            assert_eq!(
+                status(run(*policy, statuses)),
+                Some(*want),
+                "{policy:?} {statuses:?}"
+            );
+        }
+    }
+}
