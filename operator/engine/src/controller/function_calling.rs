@@ -1,0 +1,221 @@
+//! Function calling (`native-thinking`, `langchain`): tools are bound to the
+//! request, the model answers with structured tool calls, results go back as
+//! tool-role messages; a turn without tool calls is the final answer.
+
+use async_trait::async_trait;
+use serde_json::json;
+use tarsy_core::{ConversationMessage, ExecutionStatus, LlmInteractionType};
+
+use super::run::{CallError, LlmResponse, Run, Stop, TextTarget};
+use super::{Controller, finish};
+use crate::execution::{ExecutionContext, ExecutionResult};
+use crate::react_parser;
+
+/// The function-calling controller.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FunctionCallingController;
+
+fn classify(r: &LlmResponse) -> LlmInteractionType {
+    if r.tool_calls.is_empty() && !r.text.trim().is_empty() {
+        LlmInteractionType::FinalAnalysis
+    } else {
+        LlmInteractionType::Iteration
+    }
+}
+
+#[async_trait]
+impl Controller for FunctionCallingController {
+    async fn run(
+        &self,
+        ctx: &ExecutionContext,
+        prev_stage_context: Option<&str>,
+    ) -> ExecutionResult {
+        let mut run = match Run::start(ctx, prev_stage_context).await {
+            Ok(r) => r,
+            Err((r, stop)) => return finish(&r, Err(stop)),
+        };
+        let outcome = drive(&mut run).await;
+        finish(&run, outcome)
+    }
+}
+
+async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
+    let tools = run.tools.clone();
+    for iteration in 1..=run.state.max_iterations {
+        if run.state.should_abort_on_timeouts() {
+            return Ok(ExecutionResult::ended(
+                ExecutionStatus::Failed,
+                run.timeout_abort_message(),
+                run.usage,
+                run.state.current_iteration,
+            ));
+        }
+        run.state.current_iteration = iteration;
+        let deadline = run.iteration_deadline();
+        let resp = match run
+            .call_conversation(classify, &tools, TextTarget::Response, deadline)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = run.llm_failure(e).await?;
+                let feedback = run.llm_error_feedback(&msg);
+                run.push_message(ConversationMessage::user(feedback), false)
+                    .await?;
+                continue;
+            }
+        };
+        run.state.record_success();
+        if resp.tool_calls.is_empty() {
+            if resp.text.trim().is_empty() {
+                run.error_event(
+                    "The model returned an empty response",
+                    json!({"kind": "empty_response"}),
+                )
+                .await?;
+                run.state
+                    .record_failure("the model returned an empty response", false);
+                let feedback = run.empty_response_feedback();
+                run.push_message(ConversationMessage::user(feedback), false)
+                    .await?;
+                continue;
+            }
+            run.push_message(
+                ConversationMessage::assistant(resp.text.clone(), Vec::new()),
+                false,
+            )
+            .await?;
+            run.final_event(&resp.text).await?;
+            return Ok(ExecutionResult::completed(resp.text, run.usage, iteration));
+        }
+        run.push_message(
+            ConversationMessage::assistant(resp.text.clone(), resp.tool_calls.clone()),
+            false,
+        )
+        .await?;
+        let mut pending = resp.tool_calls.into_iter();
+        while let Some(call) = pending.next() {
+            let (id, name) = (call.id.clone(), call.name.clone());
+            match run.execute_tool(call, deadline).await {
+                Ok(out) => {
+                    let content = if out.failed {
+                        executor_failure_text(&out.content)
+                    } else {
+                        out.content
+                    };
+                    run.push_message(ConversationMessage::tool(id, out.name, content), true)
+                        .await?;
+                }
+                Err(CallError::Stop(s)) => return Err(s),
+                Err(e) => {
+                    // Every tool call needs an answer, or providers reject
+                    // the next request: answer this one and the rest.
+                    let msg = run.llm_failure(e).await?;
+                    let note = format!("Error: tool call not completed: {msg}");
+                    run.push_message(ConversationMessage::tool(id, name, note.clone()), true)
+                        .await?;
+                    for rest in pending.by_ref() {
+                        run.push_message(
+                            ConversationMessage::tool(rest.id, rest.name, note.clone()),
+                            true,
+                        )
+                        .await?;
+                    }
+                }
+            }
+        }
+    }
+    forced_conclusion(run, false).await
+}
+
+/// An executor failure as the function-calling model sees it.
+fn executor_failure_text(message: &str) -> String {
+    format!("Error: tool execution failed: {message}")
+}
+
+/// At max iterations: fail if the last interaction failed, otherwise one
+/// more call without tools asking for the conclusion.
+pub(crate) async fn forced_conclusion(
+    run: &mut Run<'_>,
+    react: bool,
+) -> Result<ExecutionResult, Stop> {
+    let max = run.state.max_iterations;
+    if run.state.last_interaction_failed {
+        return Ok(ExecutionResult::ended(
+            ExecutionStatus::Failed,
+            format!(
+                "max iterations ({max}) reached with last interaction failed: {}",
+                run.state.last_error_message
+            ),
+            run.usage,
+            run.state.current_iteration,
+        ));
+    }
+    let prompt = run
+        .prompts
+        .forced_conclusion_prompt(max, run.ctx.config.iteration_strategy);
+    run.push_message(ConversationMessage::user(prompt), false)
+        .await?;
+    let deadline = run.iteration_deadline();
+    let target = if react {
+        TextTarget::ReactThought
+    } else {
+        TextTarget::Final
+    };
+    let resp = match run
+        .call_conversation(
+            |_| LlmInteractionType::ForcedConclusion,
+            &[],
+            target,
+            deadline,
+        )
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            let msg = run.llm_failure(e).await?;
+            return Ok(ExecutionResult::ended(
+                ExecutionStatus::Failed,
+                format!("forced conclusion failed: {msg}"),
+                run.usage,
+                run.state.current_iteration,
+            ));
+        }
+    };
+    if !resp.text.trim().is_empty() {
+        run.push_message(
+            ConversationMessage::assistant(resp.text.clone(), Vec::new()),
+            false,
+        )
+        .await?;
+    }
+    let answer = if react {
+        let parsed = react_parser::parse(&resp.text);
+        super::react::complete_thought(run, resp.thought_event, parsed.thought.as_deref()).await?;
+        let answer = react_parser::forced_conclusion_answer(&parsed, &resp.text);
+        if !answer.trim().is_empty() {
+            run.final_event(&answer).await?;
+        }
+        answer
+    } else {
+        resp.text
+    };
+    if answer.trim().is_empty() {
+        run.error_event(
+            "The forced conclusion returned an empty response",
+            json!({"kind": "empty_response"}),
+        )
+        .await?;
+        return Ok(ExecutionResult::ended(
+            ExecutionStatus::Failed,
+            format!("max iterations ({max}) reached and the forced conclusion was empty"),
+            run.usage,
+            run.state.current_iteration,
+        ));
+    }
+    Ok(ExecutionResult::completed(
+        answer,
+        run.usage,
+        run.state.current_iteration,
+    ))
+}

@@ -1,0 +1,180 @@
+//! ReAct (`react`): tools are described in the prompt, the model writes
+//! Thought / Action / Action Input or Final Answer, the parser decides the
+//! next step, observations go back as user messages.
+
+use async_trait::async_trait;
+use serde_json::json;
+use tarsy_core::{
+    ConversationMessage, ExecutionStatus, LlmInteractionType, RecordError, TimelineEventStatus,
+    TimelineEventType, ToolCall, ToolResult,
+};
+
+use super::function_calling::forced_conclusion;
+use super::run::{CallError, LlmResponse, Run, Stop, TextTarget};
+use super::{Controller, finish};
+use crate::execution::{ExecutionContext, ExecutionResult};
+use crate::react_parser::{self, ReactStep};
+use crate::recording::EventHandle;
+
+/// The ReAct controller.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReactController;
+
+fn classify(r: &LlmResponse) -> LlmInteractionType {
+    if react_parser::parse(&r.text).is_final_answer() {
+        LlmInteractionType::FinalAnalysis
+    } else {
+        LlmInteractionType::Iteration
+    }
+}
+
+#[async_trait]
+impl Controller for ReactController {
+    async fn run(
+        &self,
+        ctx: &ExecutionContext,
+        prev_stage_context: Option<&str>,
+    ) -> ExecutionResult {
+        let mut run = match Run::start(ctx, prev_stage_context).await {
+            Ok(r) => r,
+            Err((r, stop)) => return finish(&r, Err(stop)),
+        };
+        let outcome = drive(&mut run).await;
+        finish(&run, outcome)
+    }
+}
+
+/// Completes the streamed thought with the parser's text (or creates it when
+/// nothing was streamed).
+pub(crate) async fn complete_thought(
+    run: &mut Run<'_>,
+    event: Option<EventHandle>,
+    thought: Option<&str>,
+) -> Result<(), RecordError> {
+    let thought = thought.map(str::trim).filter(|t| !t.is_empty());
+    match (event, thought) {
+        (Some(mut ev), Some(t)) => {
+            run.rec
+                .complete(&mut ev, t, TimelineEventStatus::Completed, None)
+                .await
+        }
+        (Some(mut ev), None) => {
+            let content = ev.content.trim().to_string();
+            run.rec
+                .complete(&mut ev, &content, TimelineEventStatus::Completed, None)
+                .await
+        }
+        (None, Some(t)) => run
+            .rec
+            .create_completed(
+                TimelineEventType::LlmThinking,
+                t,
+                json!({"source": "react"}),
+            )
+            .await
+            .map(|_| ()),
+        (None, None) => Ok(()),
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+}
+
+async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
+    for iteration in 1..=run.state.max_iterations {
+        if run.state.should_abort_on_timeouts() {
+            return Ok(ExecutionResult::ended(
+                ExecutionStatus::Failed,
+                run.timeout_abort_message(),
+                run.usage,
+                run.state.current_iteration,
+            ));
+        }
+        run.state.current_iteration = iteration;
+        let deadline = run.iteration_deadline();
+        let resp = match run
+            .call_conversation(classify, &[], TextTarget::ReactThought, deadline)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = run.llm_failure(e).await?;
+                run.push_message(
+                    ConversationMessage::user(react_parser::format_error_observation(&msg)),
+                    false,
+                )
+                .await?;
+                continue;
+            }
+        };
+        run.state.record_success();
+        if !resp.text.trim().is_empty() {
+            // The malformed response stays in the conversation, so the
+            // feedback that follows refers to something the model can see.
+            run.push_message(
+                ConversationMessage::assistant(resp.text.clone(), Vec::new()),
+                false,
+            )
+            .await?;
+        }
+        let parsed = react_parser::parse(&resp.text);
+        complete_thought(run, resp.thought_event, parsed.thought.as_deref()).await?;
+        match parsed.step(&run.tools) {
+            ReactStep::FinalAnswer(answer) => {
+                run.final_event(&answer).await?;
+                return Ok(ExecutionResult::completed(answer, run.usage, iteration));
+            }
+            ReactStep::CallTool { name, input } => {
+                let call = ToolCall {
+                    id: format!("react-{iteration}"),
+                    name,
+                    arguments: input,
+                };
+                let observation = match run.execute_tool(call, deadline).await {
+                    Ok(out) if out.failed => {
+                        react_parser::format_tool_error_observation(&out.content)
+                    }
+                    Ok(out) => react_parser::format_observation(&ToolResult {
+                        call_id: format!("react-{iteration}"),
+                        name: out.name,
+                        content: out.content,
+                        is_error: out.is_error,
+                    }),
+                    Err(CallError::Stop(s)) => return Err(s),
+                    Err(e) => {
+                        let msg = run.llm_failure(e).await?;
+                        react_parser::format_tool_error_observation(&msg)
+                    }
+                };
+                run.push_message(ConversationMessage::user(observation), true)
+                    .await?;
+            }
+            ReactStep::UnknownTool {
+                requested,
+                observation,
+            } => {
+                run.error_event(
+                    &format!("The model asked for an unknown tool: {requested}"),
+                    json!({"kind": "unknown_tool", "tool": requested}),
+                )
+                .await?;
+                run.push_message(ConversationMessage::user(observation), false)
+                    .await?;
+            }
+            ReactStep::FormatError { feedback } => {
+                run.error_event(
+                    &format!("Malformed ReAct response: {}", first_line(&feedback)),
+                    json!({"kind": "format_error"}),
+                )
+                .await?;
+                run.push_message(ConversationMessage::user(feedback), false)
+                    .await?;
+            }
+        }
+    }
+    forced_conclusion(run, true).await
+}

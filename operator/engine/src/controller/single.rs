@@ -1,0 +1,76 @@
+//! One tool-less call whose answer is the final analysis: `synthesis`,
+//! `synthesis-native-thinking` (the backend differs, not the logic) and
+//! `single-call`.
+
+use async_trait::async_trait;
+use serde_json::json;
+use tarsy_core::{ConversationMessage, ExecutionStatus, IterationStrategy, LlmInteractionType};
+
+use super::run::{Run, Stop, TextTarget};
+use super::{Controller, finish};
+use crate::execution::{ExecutionContext, ExecutionResult};
+
+/// The single-call controller.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SingleCallController;
+
+#[async_trait]
+impl Controller for SingleCallController {
+    async fn run(
+        &self,
+        ctx: &ExecutionContext,
+        prev_stage_context: Option<&str>,
+    ) -> ExecutionResult {
+        let mut run = match Run::start(ctx, prev_stage_context).await {
+            Ok(r) => r,
+            Err((r, stop)) => return finish(&r, Err(stop)),
+        };
+        let outcome = drive(&mut run).await;
+        finish(&run, outcome)
+    }
+}
+
+async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
+    run.state.current_iteration = 1;
+    let deadline = run.iteration_deadline();
+    let classify = match run.ctx.config.iteration_strategy {
+        IterationStrategy::Synthesis | IterationStrategy::SynthesisNativeThinking => {
+            |_: &_| LlmInteractionType::Synthesis
+        }
+        _ => |_: &_| LlmInteractionType::FinalAnalysis,
+    };
+    let resp = match run
+        .call_conversation(classify, &[], TextTarget::Final, deadline)
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            let msg = run.llm_failure(e).await?;
+            return Ok(ExecutionResult::ended(
+                ExecutionStatus::Failed,
+                msg,
+                run.usage,
+                1,
+            ));
+        }
+    };
+    if resp.text.trim().is_empty() {
+        run.error_event(
+            "The model returned an empty response",
+            json!({"kind": "empty_response"}),
+        )
+        .await?;
+        return Ok(ExecutionResult::ended(
+            ExecutionStatus::Failed,
+            "the model returned an empty response",
+            run.usage,
+            1,
+        ));
+    }
+    run.push_message(
+        ConversationMessage::assistant(resp.text.clone(), Vec::new()),
+        false,
+    )
+    .await?;
+    Ok(ExecutionResult::completed(resp.text, run.usage, 1))
+}

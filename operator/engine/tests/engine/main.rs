@@ -1,0 +1,8 @@
+//! Engine tests: every controller driven through the real gRPC client
+//! against the scripted LLM server.
+
+mod common;
+mod function_calling;
+mod react;
+mod resilience;
+mod single_call;
