@@ -1,0 +1,409 @@
+"""LangChainProvider: every provider through LangChain (backend ``langchain``, the default).
+
+Providers: google (Gemini API), vertexai (Gemini on Vertex AI, through the same
+langchain-google-genai integration), openai (including OpenAI-compatible servers
+such as vLLM or Ollama via ``base_url``), anthropic and xai. Chat models are
+created once per configuration and reused, so their HTTP connection pools are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from .. import chunks
+from ..errors import ErrorCode, LLMServiceError
+from ..proto import llm_service_pb2 as pb
+from ..retry import RetryPolicy, Sleep, stream_with_retries
+from .base import (
+    LLMProvider,
+    ToolNameMapper,
+    new_call_id,
+    parse_arguments,
+    parse_schema,
+    read_api_key,
+    tool_names_by_call_id,
+    validate_request,
+)
+from .google_native import GOOGLE_PROVIDERS, VERTEX_PROVIDERS, load_google_credentials
+from .thought_signatures import ThoughtSignatureCache, call_key
+
+log = logging.getLogger(__name__)
+
+# OpenAI-compatible servers (vLLM, Ollama) usually need no key, but the SDK
+# insists on one; this placeholder is sent when the request names none.
+NO_KEY_PLACEHOLDER = "not-needed"
+# Where langchain-google-genai keeps Gemini function-call thought signatures
+# ({tool call id: base64 signature}) in AIMessage.additional_kwargs.
+GEMINI_SIGNATURES_KEY = "__gemini_function_call_thought_signatures__"
+SignatureLookup = Callable[[str], bytes | None]
+
+ModelFactory = Callable[[pb.LLMConfig, Mapping[str, str]], BaseChatModel]
+
+
+@dataclass(frozen=True)
+class _ModelKey:
+    provider: str
+    model: str
+    api_key_env: str
+    credentials_env: str
+    base_url: str
+    project: str
+    location: str
+    max_output_tokens: int
+
+
+def build_chat_model(cfg: pb.LLMConfig, environ: Mapping[str, str]) -> BaseChatModel:
+    """Creates the LangChain chat model for one provider configuration.
+
+    SDK-level retries are disabled everywhere: retries are this service's job
+    (and must stop the moment the gRPC call is cancelled).
+    """
+    provider = cfg.provider.lower()
+    max_tokens = cfg.max_output_tokens or None
+    base_url = cfg.base_url or None
+    if provider == "openai":
+        from langchain_openai import ChatOpenAI  # noqa: PLC0415 - import only what is used
+
+        if cfg.api_key_env:
+            api_key = read_api_key(cfg.api_key_env, environ)
+        elif base_url:
+            api_key = NO_KEY_PLACEHOLDER
+        else:
+            raise LLMServiceError(
+                ErrorCode.CREDENTIALS,
+                "llm_config.api_key_env is empty (required unless base_url is set)",
+                retryable=False,
+            )
+        return ChatOpenAI(
+            model=cfg.model,
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            stream_usage=True,
+            max_tokens=max_tokens,
+        )
+    if provider == "anthropic":
+        from langchain_anthropic import ChatAnthropic  # noqa: PLC0415
+
+        kwargs: dict[str, Any] = {}
+        if max_tokens:
+            kwargs["max_tokens"] = max_tokens
+        return ChatAnthropic(
+            model=cfg.model,
+            api_key=read_api_key(cfg.api_key_env, environ),
+            base_url=base_url,
+            max_retries=0,
+            stream_usage=True,
+            **kwargs,
+        )
+    if provider == "xai":
+        from langchain_xai import ChatXAI  # noqa: PLC0415
+
+        kwargs = {"xai_api_base": base_url} if base_url else {}
+        return ChatXAI(
+            model=cfg.model,
+            xai_api_key=read_api_key(cfg.api_key_env, environ),
+            max_retries=0,
+            stream_usage=True,
+            max_tokens=max_tokens,
+            **kwargs,
+        )
+    if provider in GOOGLE_PROVIDERS or provider in VERTEX_PROVIDERS:
+        from langchain_google_genai import ChatGoogleGenerativeAI  # noqa: PLC0415
+
+        # max_retries counts attempts in the google-genai SDK: 1 means no retry.
+        kwargs = {"model": cfg.model, "max_retries": 1, "max_output_tokens": max_tokens}
+        if base_url:
+            kwargs["base_url"] = base_url
+        if provider in GOOGLE_PROVIDERS:
+            kwargs["google_api_key"] = read_api_key(cfg.api_key_env, environ)
+        else:
+            kwargs["vertexai"] = True
+            if cfg.credentials_env:
+                credentials, project = load_google_credentials(cfg.credentials_env, environ)
+                kwargs.update(
+                    credentials=credentials,
+                    project=cfg.project or project or None,
+                    location=cfg.location or "global",
+                )
+            elif cfg.api_key_env:
+                # Express mode: the key alone selects the project; a location here
+                # would make the SDK treat base_url as a gateway.
+                kwargs["google_api_key"] = read_api_key(cfg.api_key_env, environ)
+            else:
+                kwargs.update(project=cfg.project or None, location=cfg.location or "global")
+        return ChatGoogleGenerativeAI(**kwargs)
+    raise LLMServiceError(
+        ErrorCode.INVALID_REQUEST,
+        f"unsupported provider {cfg.provider!r} (google, vertexai, openai, anthropic, xai)",
+        retryable=False,
+    )
+
+
+def to_langchain_messages(
+    messages: list[pb.ConversationMessage] | Any,
+    mapper: ToolNameMapper,
+    signature_for_call: SignatureLookup | None = None,
+) -> list[BaseMessage]:
+    """Proto messages → LangChain messages (tool names in provider form).
+
+    ``signature_for_call`` (Gemini only) returns the cached thought signature of a
+    tool call id, so that it is sent back on that function call.
+    """
+    out: list[BaseMessage] = []
+    call_names = tool_names_by_call_id(messages)
+    for index, message in enumerate(messages):
+        if message.role == "system":
+            out.append(SystemMessage(content=message.content))
+        elif message.role == "user":
+            out.append(HumanMessage(content=message.content))
+        elif message.role == "assistant":
+            tool_calls = [
+                {
+                    "type": "tool_call",
+                    "id": call.id,
+                    "name": mapper.to_provider(call.name),
+                    "args": parse_arguments(
+                        call.arguments, where=f"messages[{index}] call {call.id!r}"
+                    ),
+                }
+                for call in message.tool_calls
+            ]
+            extra: dict[str, Any] = {}
+            if signature_for_call is not None:
+                signatures = {
+                    call.id: base64.b64encode(sig).decode("ascii")
+                    for call in message.tool_calls
+                    if (sig := signature_for_call(call.id))
+                }
+                if signatures:
+                    extra[GEMINI_SIGNATURES_KEY] = signatures
+            out.append(
+                AIMessage(content=message.content, tool_calls=tool_calls, additional_kwargs=extra)
+            )
+        else:  # tool
+            name = message.tool_name or call_names.get(message.tool_call_id, "")
+            if not message.tool_call_id:
+                raise LLMServiceError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"messages[{index}]: tool result without tool_call_id",
+                    retryable=False,
+                )
+            out.append(
+                ToolMessage(
+                    content=message.content,
+                    tool_call_id=message.tool_call_id,
+                    name=mapper.to_provider(name) if name else None,
+                )
+            )
+    return out
+
+
+def to_langchain_tools(tools: Any) -> list[dict[str, Any]]:
+    """Tool definitions in the OpenAI function format every integration accepts."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": ToolNameMapper.to_provider(tool.name),
+                "description": tool.description,
+                "parameters": parse_schema(tool),
+            },
+        }
+        for tool in tools
+    ]
+
+
+def _content_pieces(chunk: AIMessageChunk) -> list[tuple[str, str]]:
+    """(kind, text) pieces of one streamed chunk: kind is "text" or "thinking"."""
+    pieces: list[tuple[str, str]] = []
+    try:
+        blocks = chunk.content_blocks
+    except Exception:  # an integration's translator failed: fall back to raw content
+        blocks = [{"type": "text", "text": chunk.content}] if isinstance(chunk.content, str) else []
+    for block in blocks:
+        block_type = block.get("type")
+        if block_type == "text":
+            value = block.get("text") or ""
+            if value:
+                pieces.append(("text", value))
+        elif block_type == "reasoning":
+            value = block.get("reasoning") or ""
+            if value:
+                pieces.append(("thinking", value))
+    return pieces
+
+
+def _signatures_of(message: AIMessageChunk) -> dict[str, bytes]:
+    """Thought signatures langchain-google-genai attached to the answer's tool calls."""
+    found: dict[str, bytes] = {}
+    raw = message.additional_kwargs.get(GEMINI_SIGNATURES_KEY)
+    if isinstance(raw, dict):
+        for call_id, value in raw.items():
+            try:
+                sig = base64.b64decode(value) if isinstance(value, str) else bytes(value)
+            except (ValueError, TypeError):
+                continue
+            if sig:
+                found[call_key(str(call_id))] = sig
+    return found
+
+
+def _tool_calls(message: AIMessageChunk) -> list[tuple[str, str, str]]:
+    """(id, provider name, JSON arguments) of the complete tool calls of a streamed answer."""
+    if message.tool_call_chunks:
+        return [
+            (chunk.get("id") or "", chunk.get("name") or "", chunk.get("args") or "{}")
+            for chunk in message.tool_call_chunks
+            if chunk.get("name")
+        ]
+    calls = [
+        (call.get("id") or "", call["name"], json.dumps(call.get("args") or {}, ensure_ascii=False))
+        for call in message.tool_calls
+    ]
+    calls.extend(
+        (call.get("id") or "", call.get("name") or "", call.get("args") or "")
+        for call in message.invalid_tool_calls
+    )
+    return calls
+
+
+class LangChainProvider(LLMProvider):
+    """Multi-provider streaming through LangChain chat models."""
+
+    def __init__(
+        self,
+        *,
+        retry_policy: RetryPolicy | None = None,
+        sleep: Sleep = asyncio.sleep,
+        environ: Mapping[str, str] | None = None,
+        model_factory: ModelFactory = build_chat_model,
+    ) -> None:
+        self._policy = retry_policy or RetryPolicy()
+        self._sleep = sleep
+        self._environ = environ
+        self._factory = model_factory
+        self._models: dict[_ModelKey, BaseChatModel] = {}
+        # Gemini thought signatures of tool calls, per execution (as google-native does).
+        self.signatures = ThoughtSignatureCache()
+
+    def model_for(self, cfg: pb.LLMConfig) -> BaseChatModel:
+        """The cached chat model for this configuration (created on first use)."""
+        key = _ModelKey(
+            cfg.provider.lower(),
+            cfg.model,
+            cfg.api_key_env,
+            cfg.credentials_env,
+            cfg.base_url,
+            cfg.project,
+            cfg.location,
+            cfg.max_output_tokens,
+        )
+        model = self._models.get(key)
+        if model is None:
+            env = os.environ if self._environ is None else self._environ
+            try:
+                model = self._factory(cfg, env)
+            except LLMServiceError:
+                raise
+            except Exception as exc:  # pydantic validation or SDK setup errors
+                raise LLMServiceError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"cannot configure provider {cfg.provider!r}: {exc}",
+                    retryable=False,
+                ) from exc
+            self._models[key] = model
+        return model
+
+    async def generate(self, request: pb.GenerateRequest) -> AsyncIterator[pb.GenerateResponse]:
+        validate_request(request)
+        cfg = request.llm_config
+        fields = {
+            "session_id": request.session_id,
+            "execution_id": request.execution_id,
+            "provider": cfg.provider,
+            "model": cfg.model,
+            "backend": "langchain",
+        }
+        if any(cfg.native_tools.values()):
+            log.warning(
+                "native tools are only supported by the google-native backend; ignored",
+                extra=fields,
+            )
+        if not cfg.provider:
+            raise LLMServiceError(
+                ErrorCode.INVALID_REQUEST, "llm_config.provider is empty", retryable=False
+            )
+        execution_id = request.execution_id
+        if request.clear_cache and execution_id:
+            self.signatures.clear(execution_id)
+        gemini = cfg.provider.lower() in GOOGLE_PROVIDERS | VERTEX_PROVIDERS
+        lookup = (
+            (lambda call_id: self.signatures.get(execution_id, call_key(call_id)))
+            if gemini
+            else None
+        )
+        mapper = ToolNameMapper(tool.name for tool in request.tools)
+        messages = to_langchain_messages(request.messages, mapper, lookup)
+        tools = to_langchain_tools(request.tools)
+        model = self.model_for(cfg)
+        runnable = model.bind_tools(tools) if tools else model
+
+        def attempt() -> AsyncIterator[pb.GenerateResponse]:
+            return self._stream(runnable, messages, mapper, execution_id if gemini else "")
+
+        async for chunk in stream_with_retries(
+            attempt, policy=self._policy, sleep=self._sleep, log_fields=fields
+        ):
+            yield chunk
+
+    async def _stream(
+        self,
+        runnable: Any,
+        messages: list[BaseMessage],
+        mapper: ToolNameMapper,
+        signature_execution_id: str,
+    ) -> AsyncIterator[pb.GenerateResponse]:
+        full: AIMessageChunk | None = None
+        async for chunk in runnable.astream(messages):
+            if not isinstance(chunk, AIMessageChunk):
+                continue
+            full = chunk if full is None else full + chunk
+            for kind, value in _content_pieces(chunk):
+                yield chunks.text(value) if kind == "text" else chunks.thinking(value)
+        if full is None:
+            return
+        if signature_execution_id:
+            self.signatures.put(signature_execution_id, _signatures_of(full))
+        # Arguments arrive in fragments; complete calls are only known at the end.
+        # The merged fragments are forwarded verbatim: LangChain's own parse of
+        # them is lenient (truncated JSON becomes a partial object), and the
+        # orchestrator must see what the model really produced.
+        for call_id, name, arguments in _tool_calls(full):
+            yield chunks.tool_call(call_id or new_call_id(), mapper.to_canonical(name), arguments)
+        usage = full.usage_metadata
+        if usage:
+            details = usage.get("output_token_details") or {}
+            yield chunks.usage(
+                input_tokens=usage.get("input_tokens", 0),
+                output_tokens=usage.get("output_tokens", 0),
+                total_tokens=usage.get("total_tokens", 0),
+                thinking_tokens=details.get("reasoning", 0) or 0,
+            )

@@ -1,0 +1,186 @@
+"""The async gRPC server and the ``tarsy-llm-service`` entry point.
+
+Listen address: ``--listen HOST:PORT``, else ``TARSY_LLM_LISTEN``, else
+127.0.0.1:50051 (port 0 picks a free port; the bound address is logged). The
+standard gRPC health service reports SERVING for "" and "llm.v1.LLMService". On
+SIGTERM/SIGINT the health status turns NOT_SERVING, new calls are refused and
+running calls get a grace period before they are cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from . import __version__
+from .logs import setup_logging
+from .proto import llm_service_pb2_grpc as pb_grpc
+from .providers.registry import ProviderRegistry, default_registry
+from .servicer import LLMServicer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LISTEN = "127.0.0.1:50051"
+ENV_LISTEN = "TARSY_LLM_LISTEN"
+ENV_LOG_LEVEL = "TARSY_LLM_LOG_LEVEL"
+ENV_SHUTDOWN_GRACE = "TARSY_LLM_SHUTDOWN_GRACE_SECONDS"
+ENV_MAX_MESSAGE_BYTES = "TARSY_LLM_MAX_MESSAGE_BYTES"
+SERVICE_NAME = "llm.v1.LLMService"
+DEFAULT_SHUTDOWN_GRACE = 25.0
+# Requests carry the whole conversation, tool results included: far above
+# gRPC's 4 MiB default.
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class ConfigError(ValueError):
+    """Invalid command-line or environment configuration."""
+
+
+def resolve_listen(cli_value: str | None, environ: Mapping[str, str]) -> str:
+    """The listen address: command line, then environment, then the default."""
+    value = (cli_value or environ.get(ENV_LISTEN, "") or DEFAULT_LISTEN).strip()
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"listen address must be HOST:PORT, got {value!r}")
+    return value
+
+
+def _env_float(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
+
+
+class LLMServer:
+    """The gRPC server with the LLM and health services."""
+
+    def __init__(
+        self,
+        listen: str,
+        registry: ProviderRegistry,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        self.listen = listen
+        self.registry = registry
+        self.health = health.aio.HealthServicer()
+        self._server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_send_message_length", max_message_bytes),
+            ]
+        )
+        pb_grpc.add_LLMServiceServicer_to_server(LLMServicer(registry), self._server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
+        self.port = 0
+
+    @property
+    def address(self) -> str:
+        """The bound HOST:PORT (valid after :meth:`start`)."""
+        host = self.listen.rpartition(":")[0]
+        return f"{host}:{self.port}"
+
+    async def start(self) -> None:
+        """Binds, starts serving and reports SERVING."""
+        try:
+            self.port = self._server.add_insecure_port(self.listen)
+        except RuntimeError as exc:
+            raise ConfigError(f"cannot listen on {self.listen}: {exc}") from exc
+        if self.port == 0:
+            raise ConfigError(f"cannot listen on {self.listen}")
+        await self._server.start()
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info(
+            "listening",
+            extra={
+                "address": self.address,
+                "backends": self.registry.backends(),
+                "version": __version__,
+            },
+        )
+
+    async def stop(self, grace: float) -> None:
+        """Reports NOT_SERVING, refuses new calls, lets running ones finish for ``grace`` s."""
+        await self.health.enter_graceful_shutdown()
+        await self._server.stop(grace)
+
+    async def wait_for_termination(self) -> None:
+        """Returns when the server has stopped."""
+        await self._server.wait_for_termination()
+
+
+async def run(
+    listen: str,
+    *,
+    grace: float,
+    max_message_bytes: int,
+    registry: ProviderRegistry | None = None,
+    stop_event: asyncio.Event | None = None,
+) -> None:
+    """Serves until SIGTERM/SIGINT (or ``stop_event``), then shuts down gracefully."""
+    # Handlers first: a signal that arrives while providers load must still
+    # lead to an orderly exit.
+    stop = stop_event or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    registry = registry or default_registry()
+    registry.prewarm(os.environ)
+    server = LLMServer(listen, registry, max_message_bytes=max_message_bytes)
+    await server.start()
+    await stop.wait()
+    log.info("shutting down", extra={"grace_s": grace})
+    await server.stop(grace)
+    log.info("stopped")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tarsy-llm-service`` console script."""
+    parser = argparse.ArgumentParser(
+        prog="tarsy-llm-service",
+        description="TARSy LLM service: gRPC proxy to LLM providers (llm.v1.LLMService).",
+    )
+    parser.add_argument(
+        "--listen",
+        help=f"HOST:PORT to listen on (env {ENV_LISTEN}; default {DEFAULT_LISTEN})",
+    )
+    parser.add_argument("--log-level", help=f"log level (env {ENV_LOG_LEVEL}; default INFO)")
+    parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        help=f"seconds running calls get on shutdown (env {ENV_SHUTDOWN_GRACE}; "
+        f"default {DEFAULT_SHUTDOWN_GRACE:g})",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level or os.environ.get(ENV_LOG_LEVEL, "INFO"))
+    try:
+        listen = resolve_listen(args.listen, os.environ)
+        grace = (
+            args.shutdown_grace
+            if args.shutdown_grace is not None
+            else _env_float(os.environ, ENV_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_GRACE)
+        )
+        max_bytes = int(_env_float(os.environ, ENV_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES))
+        asyncio.run(run(listen, grace=grace, max_message_bytes=max_bytes))
+    except ConfigError as exc:
+        log.error("invalid configuration", extra={"error": str(exc)})
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

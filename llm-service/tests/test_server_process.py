@@ -1,0 +1,148 @@
+"""The ``tarsy-llm-service`` console script as a real process: listen, health, SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from conftest import API_KEY, KEY_ENV, make_request, texts
+from fakes import openai_chunk, openai_done, sse_reply
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tarsy_llm.proto import llm_service_pb2_grpc as pb_grpc
+from tarsy_llm.server import DEFAULT_LISTEN, ConfigError, resolve_listen
+
+SCRIPT = Path(sys.executable).parent / "tarsy-llm-service"
+
+
+def test_listen_address_precedence() -> None:
+    assert resolve_listen(None, {}) == DEFAULT_LISTEN == "127.0.0.1:50051"
+    assert resolve_listen(None, {"TARSY_LLM_LISTEN": "0.0.0.0:7000"}) == "0.0.0.0:7000"
+    assert resolve_listen("[::1]:7001", {"TARSY_LLM_LISTEN": "0.0.0.0:7000"}) == "[::1]:7001"
+    for bad in ("7000", "host:", ":80", "host:port", "h:70000"):
+        with pytest.raises(ConfigError):
+            resolve_listen(bad, {})
+
+
+class Process:
+    """A running service process whose JSON log lines are collected."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [str(SCRIPT), *args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[dict] = queue.Queue()
+        self.all: list[dict] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = {"msg": "non-json", "line": line}
+            self.all.append(record)
+            self.lines.put(record)
+
+    def wait_for(self, message: str, timeout: float = 30) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                record = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            if record.get("msg") == message:
+                return record
+        raise AssertionError(f"no {message!r} log line; got {self.all}")
+
+
+@pytest.fixture
+def spawn() -> Iterator:
+    started: list[Process] = []
+
+    def _spawn(args: list[str], **extra_env: str) -> Process:
+        env = {**os.environ, KEY_ENV: API_KEY, **extra_env}
+        env.pop("TARSY_LLM_LISTEN", None)
+        env.update(extra_env)
+        process = Process(args, env)
+        started.append(process)
+        return process
+
+    yield _spawn
+    for process in started:
+        if process.proc.poll() is None:
+            process.proc.kill()
+            process.proc.wait(timeout=10)
+
+
+def test_listen_from_environment_health_and_sigterm(spawn) -> None:
+    process = spawn([], TARSY_LLM_LISTEN="127.0.0.1:0")
+    address = process.wait_for("listening")["address"]
+    assert address.startswith("127.0.0.1:") and not address.endswith(":0")
+    with grpc.insecure_channel(address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        reply = health.Check(health_pb2.HealthCheckRequest(service="llm.v1.LLMService"), timeout=10)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    process.proc.send_signal(signal.SIGTERM)
+    assert process.proc.wait(timeout=20) == 0
+    assert any(r.get("msg") == "stopped" for r in process.all)
+
+
+def test_command_line_overrides_environment_and_bad_address_fails(spawn) -> None:
+    process = spawn(["--listen", "127.0.0.1:0"], TARSY_LLM_LISTEN="not-an-address")
+    assert process.wait_for("listening")["address"].startswith("127.0.0.1:")
+    process.proc.send_signal(signal.SIGINT)
+    assert process.proc.wait(timeout=20) == 0
+
+    broken = spawn([], TARSY_LLM_LISTEN="not-an-address")
+    assert broken.proc.wait(timeout=20) == 2
+    assert broken.wait_for("invalid configuration")["error"].startswith("listen address")
+
+
+async def test_sigterm_lets_the_running_call_finish(spawn, fake) -> None:
+    gate = threading.Event()
+    fake.add(
+        sse_reply(
+            [
+                openai_chunk(content="first "),
+                openai_chunk(content="second"),
+                openai_chunk(finish="stop"),
+                openai_done(),
+            ],
+            gate=gate,
+            gate_at=1,
+        )
+    )
+    process = spawn(["--listen", "127.0.0.1:0", "--shutdown-grace", "10"])
+    address = process.wait_for("listening")["address"]
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = pb_grpc.LLMServiceStub(channel)
+        grpc_call = stub.Generate(make_request("openai", f"{fake.url}/v1"))
+        first = await asyncio.wait_for(grpc_call.read(), timeout=20)
+        assert first.text.content == "first "
+        process.proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(process.wait_for, "shutting down")
+        gate.set()  # the provider finishes only after shutdown has begun
+        rest = []
+        while (chunk := await grpc_call.read()) is not grpc.aio.EOF:
+            rest.append(chunk)
+    assert texts(rest) == "second" and rest[-1].is_final
+    assert await asyncio.to_thread(process.proc.wait, 20) == 0
