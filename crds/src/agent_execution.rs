@@ -1,0 +1,256 @@
+//! `AgentExecution`: one agent run (investigation, synthesis or chat answer),
+//! created by the operator only and owned by its Alert.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use crate::alert::NativeTools;
+use crate::common::{Backend, DURATION_RULE, ExecutionKind, ExecutionPhase, IterationStrategy};
+
+/// One agent run with its fully resolved configuration. Created by the
+/// operator (owned by its Alert), run by an investigation pod, summarised in
+/// `status` (bounded; the full timeline lives in Postgres).
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "tarsy.dev",
+    version = "v1alpha1",
+    kind = "AgentExecution",
+    namespaced,
+    status = "AgentExecutionStatus",
+    derive = "PartialEq",
+    shortname = "ae",
+    shortname = "agentexec",
+    category = "tarsy",
+    printcolumn(
+        name = "Agent",
+        type_ = "string",
+        json_path = ".spec.displayName",
+        description = "Agent (display name)"
+    ),
+    printcolumn(
+        name = "Kind",
+        type_ = "string",
+        json_path = ".spec.kind",
+        description = "investigation, synthesis or chat"
+    ),
+    printcolumn(
+        name = "Stage",
+        type_ = "string",
+        json_path = ".spec.stage.name",
+        description = "Stage"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Execution phase"
+    ),
+    printcolumn(
+        name = "Iteration",
+        type_ = "integer",
+        json_path = ".status.iteration",
+        description = "Current iteration"
+    ),
+    printcolumn(
+        name = "Pod",
+        type_ = "string",
+        json_path = ".status.podName",
+        description = "Investigation pod",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    doc = "One agent run (investigation, synthesis or chat) with its resolved configuration; created by the TARSy operator."
+)]
+#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable"))]
+#[x_kube(validation = Rule::new("(self.kind == 'chat') == has(self.chat)").message("chat is required for kind chat and forbidden otherwise").field_path(".chat"))]
+#[serde(rename_all = "camelCase")]
+pub struct AgentExecutionSpec {
+    /// Session id in Postgres (the owning Alert's UID).
+    #[schemars(length(min = 1, max = 64))]
+    pub session_id: String,
+    /// Name of the owning Alert.
+    #[schemars(length(min = 1, max = 253))]
+    pub alert_name: String,
+    /// Name of the Chain being run.
+    #[schemars(length(min = 1, max = 253))]
+    pub chain: String,
+    /// The stage this execution belongs to.
+    pub stage: StageRef,
+    /// Agent definition name (registry key; the base name for replicas).
+    #[schemars(length(min = 1, max = 253))]
+    pub agent_name: String,
+    /// Name shown in records and logs (`{agent}-N` for replicas).
+    #[schemars(length(min = 1, max = 253))]
+    pub display_name: String,
+    /// 1-based position of this execution within its stage.
+    #[schemars(range(min = 1))]
+    pub agent_index: u32,
+    /// investigation, synthesis or chat.
+    pub kind: ExecutionKind,
+    /// The configuration after hierarchy resolution.
+    pub resolved: ResolvedConfigSpec,
+    /// The question being answered (kind chat only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<ChatRequestSpec>,
+}
+
+/// Identity of a stage.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct StageRef {
+    /// 1-based position among the session's stages (synthesis stages count).
+    #[schemars(range(min = 1))]
+    pub index: u32,
+    /// Stage name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Stage id in Postgres.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub id: Option<String>,
+}
+
+/// A resolved agent configuration (see `tarsy-config` for the hierarchy).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedConfigSpec {
+    /// Iteration strategy.
+    pub iteration_strategy: IterationStrategy,
+    /// LLM service backend, derived from the strategy.
+    pub backend: Backend,
+    /// LLMProvider name (its fallbacks come with it).
+    #[schemars(length(min = 1, max = 253))]
+    pub llm_provider: String,
+    /// Iterations before a forced conclusion.
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_iterations: u32,
+    /// Timeout of one iteration, Go duration.
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(DURATION_RULE).message("iterationTimeout must be a positive duration"))]
+    pub iteration_timeout: String,
+    /// MCP servers the agent may use.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub mcp_servers: Vec<String>,
+    /// Per-server tool allow-lists; a server absent or mapped to [] exposes all tools.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_filter: BTreeMap<String, Vec<String>>,
+    /// Agent-specific instructions (third tier of the system prompt).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 65536))]
+    pub custom_instructions: String,
+    /// Per-alert native tools override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_tools_override: Option<NativeTools>,
+}
+
+/// A follow-up chat question.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatRequestSpec {
+    /// Chat id in Postgres.
+    #[schemars(length(min = 1, max = 64))]
+    pub chat_id: String,
+    /// Chat user message id in Postgres.
+    #[schemars(length(min = 1, max = 64))]
+    pub message_id: String,
+    /// The user's question, clipped (full text in Postgres).
+    #[schemars(length(min = 1, max = 16384))]
+    pub question: String,
+    /// Who asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub author: Option<String>,
+}
+
+/// Observed state of an AgentExecution (bounded).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentExecutionStatus {
+    /// Pending, Active, Completed, Failed, TimedOut or Cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ExecutionPhase>,
+    /// Agent execution id in Postgres.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub execution_id: Option<String>,
+    /// The investigation pod running this execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub pod_name: Option<String>,
+    /// Current iteration (1-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<u32>,
+    /// Token usage so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenUsageStatus>,
+    /// The last timeline events (at most 20, content clipped).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub recent_timeline: Vec<TimelineSnippet>,
+    /// The agent's conclusion, clipped (full text in Postgres).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16384))]
+    pub final_analysis: Option<String>,
+    /// Why the execution failed, clipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16384))]
+    pub error: Option<String>,
+    /// When the execution started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When the execution reached a terminal phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// Standard conditions (`PodReady`, `Ready`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The metadata.generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Token usage of an execution.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsageStatus {
+    /// Prompt tokens.
+    #[serde(default)]
+    pub input: u64,
+    /// Completion tokens.
+    #[serde(default)]
+    pub output: u64,
+    /// Thinking tokens.
+    #[serde(default)]
+    pub thinking: u64,
+    /// Total tokens.
+    #[serde(default)]
+    pub total: u64,
+}
+
+/// One recent timeline event, clipped.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineSnippet {
+    /// Sequence number in the session timeline.
+    pub seq: u64,
+    /// Event type (llm_thinking, llm_response, llm_tool_call, ...).
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1, max = 63))]
+    pub event_type: String,
+    /// Event status (streaming, completed, failed, cancelled, timed_out).
+    #[schemars(length(min = 1, max = 63))]
+    pub status: String,
+    /// Start of the content (at most 512 characters).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 512))]
+    pub snippet: String,
+}

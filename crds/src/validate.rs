@@ -1,0 +1,338 @@
+//! Client-side validation of a resource against its CRD schema, so that local
+//! mode (and tests) reject what the API server would reject, with a field path.
+//!
+//! Two passes: [`check_structure`] applies the OpenAPI keywords the schema
+//! uses (types, required, unknown fields, enum, bounds, list uniqueness);
+//! [`check_cel`] evaluates the `x-kubernetes-validations` rules with kube's
+//! CEL evaluator.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// One way an object breaks its schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Field path, e.g. `spec.stages[2].agents[0].name` (empty for the object itself).
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+/// The openAPIV3Schema of each TARSy kind, as JSON, built once.
+pub fn schemas() -> &'static BTreeMap<String, Value> {
+    static SCHEMAS: OnceLock<BTreeMap<String, Value>> = OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        crate::all_crds()
+            .into_iter()
+            .filter_map(|crd| {
+                let schema = crd
+                    .spec
+                    .versions
+                    .first()?
+                    .schema
+                    .as_ref()?
+                    .open_api_v3_schema
+                    .as_ref()?;
+                Some((
+                    crd.spec.names.kind.clone(),
+                    serde_json::to_value(schema).ok()?,
+                ))
+            })
+            .collect()
+    })
+}
+
+/// The schema of `kind`, if it is a TARSy kind.
+pub fn schema_for(kind: &str) -> Option<&'static Value> {
+    schemas().get(kind)
+}
+
+/// Validates a whole object (`apiVersion`, `kind`, `metadata`, `spec`,
+/// `status`) of a TARSy kind: structure, then CEL rules. `old` is the previous version, for transition rules.
+pub fn validate_object(value: &Value, old: Option<&Value>) -> Result<(), Vec<Violation>> {
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let Some(schema) = schema_for(kind) else {
+        return Err(vec![Violation {
+            path: "kind".into(),
+            message: format!(
+                "unknown kind {kind:?}; expected one of: {}",
+                schemas().keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        }]);
+    };
+    let mut violations = Vec::new();
+    let api_version = value.get("apiVersion").and_then(Value::as_str);
+    if api_version != Some(crate::API_VERSION) {
+        violations.push(Violation {
+            path: "apiVersion".into(),
+            message: format!(
+                "expected {:?}, found {:?}",
+                crate::API_VERSION,
+                api_version.unwrap_or_default()
+            ),
+        });
+    }
+    let has_name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    if !has_name {
+        violations.push(Violation {
+            path: "metadata.name".into(),
+            message: "required field is missing".into(),
+        });
+    }
+    // The API server owns apiVersion, kind and metadata; the CRD schema
+    // describes the rest.
+    let mut body = value.clone();
+    if let Some(map) = body.as_object_mut() {
+        for key in ["apiVersion", "kind", "metadata"] {
+            map.remove(key);
+        }
+    }
+    violations.extend(check_structure(schema, &body));
+    if violations.is_empty() {
+        violations.extend(check_cel(schema, value, old));
+    }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(violations)
+    }
+}
+
+/// Evaluates the schema's CEL rules against `value` (`old` for transition rules).
+pub fn check_cel(schema: &Value, value: &Value, old: Option<&Value>) -> Vec<Violation> {
+    match kube::core::cel::Validator::new().validate(schema, value, old) {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors
+            .into_vec()
+            .into_iter()
+            .map(|e| Violation {
+                path: e.field_path.clone(),
+                message: e.message.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// Checks `value` against the OpenAPI keywords of `schema` (the subset CRD
+/// schemas use). Returns every violation found.
+pub fn check_structure(schema: &Value, value: &Value) -> Vec<Violation> {
+    let mut out = Vec::new();
+    walk(schema, value, String::new(), &mut out);
+    out
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn push(out: &mut Vec<Violation>, path: &str, message: String) {
+    out.push(Violation {
+        path: path.to_string(),
+        message,
+    });
+}
+
+fn walk(schema: &Value, value: &Value, path: String, out: &mut Vec<Violation>) {
+    if value.is_null() {
+        if schema.get("nullable") != Some(&Value::Bool(true)) {
+            push(out, &path, "must not be null".into());
+        }
+        return;
+    }
+    if let Some(expected) = schema.get("type").and_then(Value::as_str) {
+        let actual = type_name(value);
+        let ok = actual == expected || (expected == "number" && actual == "integer");
+        if !ok {
+            push(out, &path, format!("expected {expected}, found {actual}"));
+            return;
+        }
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(value)
+    {
+        let names: Vec<String> = allowed
+            .iter()
+            .filter(|v| !v.is_null())
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            })
+            .collect();
+        push(
+            out,
+            &path,
+            format!(
+                "unsupported value {value}; expected one of: {}",
+                names.join(", ")
+            ),
+        );
+    }
+    match value {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+                && x < min
+            {
+                push(out, &path, format!("must be at least {min}, got {n}"));
+            }
+            if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+                && x > max
+            {
+                push(out, &path, format!("must be at most {max}, got {n}"));
+            }
+        }
+        Value::String(s) => {
+            let len = s.chars().count() as u64;
+            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+                && len < min
+            {
+                push(
+                    out,
+                    &path,
+                    format!("must be at least {min} characters long"),
+                );
+            }
+            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+                && len > max
+            {
+                push(
+                    out,
+                    &path,
+                    format!("must be at most {max} characters long, got {len}"),
+                );
+            }
+        }
+        Value::Array(items) => {
+            let len = items.len() as u64;
+            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                && len < min
+            {
+                push(out, &path, format!("must have at least {min} item(s)"));
+            }
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+                && len > max
+            {
+                push(
+                    out,
+                    &path,
+                    format!("must have at most {max} items, got {len}"),
+                );
+            }
+            check_list_type(schema, items, &path, out);
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item_schema, item, format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            if let Some(required) = schema.get("required").and_then(Value::as_array) {
+                for key in required.iter().filter_map(Value::as_str) {
+                    if !map.contains_key(key) {
+                        out.push(Violation {
+                            path: join(&path, key),
+                            message: "required field is missing".into(),
+                        });
+                    }
+                }
+            }
+            let preserve =
+                schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+            let additional = schema.get("additionalProperties");
+            for (key, child) in map {
+                let child_path = join(&path, key);
+                if let Some(child_schema) = props.and_then(|p| p.get(key)) {
+                    walk(child_schema, child, child_path, out);
+                } else if let Some(add) = additional.filter(|a| a.is_object()) {
+                    walk(add, child, child_path, out);
+                } else if props.is_some() && !preserve && additional.is_none() {
+                    let known: Vec<&str> = props
+                        .map(|p| p.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
+                    out.push(Violation {
+                        path: child_path,
+                        message: format!("unknown field; known fields: {}", known.join(", ")),
+                    });
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_list_type(schema: &Value, items: &[Value], path: &str, out: &mut Vec<Violation>) {
+    match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => {
+            let mut seen = BTreeSet::new();
+            for (i, item) in items.iter().enumerate() {
+                if !seen.insert(item.to_string()) {
+                    out.push(Violation {
+                        path: format!("{path}[{i}]"),
+                        message: format!("duplicate value {item}"),
+                    });
+                }
+            }
+        }
+        Some("map") => {
+            let keys: Vec<&str> = schema
+                .get("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)
+                .map(|k| k.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let mut seen = BTreeSet::new();
+            for (i, item) in items.iter().enumerate() {
+                let key: Vec<String> = keys
+                    .iter()
+                    .map(|k| item.get(*k).map(Value::to_string).unwrap_or_default())
+                    .collect();
+                if !seen.insert(key.clone()) {
+                    out.push(Violation {
+                        path: format!("{path}[{i}]"),
+                        message: format!(
+                            "duplicate entry with {} {}",
+                            keys.join("/"),
+                            key.join("/")
+                        ),
+                    });
+                }
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,228 @@
+//! Definitions that ship with TARSy. A resource (or local manifest) with the
+//! same kind and name replaces the built-in one.
+//!
+//! - Agents: `KubernetesAgent` (cluster troubleshooting with the built-in
+//!   Kubernetes MCP server), `ChatAgent` (follow-up questions; inherits its
+//!   strategy and gets the chain's MCP servers), `SynthesisAgent` (combines
+//!   parallel investigations; strategy `synthesis`, tool-less).
+//! - MCP server `kubernetes-server`: `kubernetes-mcp-server` over stdio,
+//!   read-only and without destructive tools, Kubernetes masking.
+//! - LLM providers `google-default`, `openai-default`, `anthropic-default`,
+//!   `xai-default`, reading their API key from the LLM service's
+//!   environment (`GOOGLE_API_KEY`, `OPENAI_API_KEY`, ...).
+//! - Masking patterns and groups: [`masking`] (owned by `tarsy-masking`).
+
+use std::collections::BTreeMap;
+
+use tarsy_crds::{
+    AgentSpec, DataMaskingSpec, IterationStrategy, LLMProviderSpec, MCPServerSpec, ProviderType,
+    StdioSpec, SummarizationSpec,
+};
+
+/// Built-in masking patterns and groups, re-exported from `tarsy-masking`.
+pub mod masking {
+    pub use tarsy_masking::builtin::{
+        BuiltinPattern, CODE_MASKERS, GROUPS, KUBERNETES_SECRET, PATTERNS, group, is_code_masker,
+        pattern,
+    };
+}
+
+/// The built-in Kubernetes troubleshooting agent.
+pub const KUBERNETES_AGENT: &str = "KubernetesAgent";
+/// The built-in chat agent (used when a chain's chat names none).
+pub const CHAT_AGENT: &str = "ChatAgent";
+/// The built-in synthesis agent (used when a stage's synthesis names none).
+pub const SYNTHESIS_AGENT: &str = "SynthesisAgent";
+/// The built-in Kubernetes MCP server.
+pub const KUBERNETES_SERVER: &str = "kubernetes-server";
+/// Pinned npm version of kubernetes-mcp-server.
+pub const KUBERNETES_MCP_SERVER_PACKAGE: &str = "kubernetes-mcp-server@0.0.67";
+
+const KUBERNETES_AGENT_INSTRUCTIONS: &str = "\
+You are a Kubernetes troubleshooting specialist. Investigate the alert by \
+gathering evidence from the cluster before drawing conclusions: look at the \
+affected workload's pods, their status, recent events and container logs \
+(including the previous container's logs after a restart), then at the \
+owning Deployment, StatefulSet or DaemonSet, its rollout history, and the \
+node the pods run on. Correlate timestamps: what changed right before the \
+alert fired?
+
+Work read-only: never modify, restart or delete anything. Prefer namespaced \
+queries over cluster-wide listings. When you conclude, state the most likely \
+root cause, the evidence for it, what you ruled out, and concrete remediation \
+steps an operator can take (commands included), ordered by urgency.";
+
+const CHAT_AGENT_INSTRUCTIONS: &str = "\
+You answer follow-up questions about an investigation that has finished. \
+The full investigation (every stage's reasoning, tool calls, results and \
+conclusions, plus earlier questions in this chat) is in your context: use it \
+first, and call tools only when the question needs information the \
+investigation did not gather. Be direct and specific; say clearly when the \
+available evidence does not answer the question.";
+
+const SYNTHESIS_AGENT_INSTRUCTIONS: &str = "\
+Several agents investigated the same alert in parallel. Their full \
+investigations follow. Combine them into one analysis: identify where they \
+agree, resolve where they disagree by weighing the evidence each one \
+gathered (prefer direct observations over inference), and note anything \
+only one of them found. Produce a single root-cause analysis with the \
+supporting evidence and prioritized remediation steps. Do not invent facts \
+that none of the investigations established.";
+
+const KUBERNETES_SERVER_INSTRUCTIONS: &str = "\
+Read-only access to the Kubernetes cluster. Start narrow: query the \
+affected namespace and workload rather than listing everything. Events and \
+logs usually explain a failure faster than full object dumps. Secret \
+contents are masked.";
+
+/// Built-in agents by name.
+pub fn agents() -> BTreeMap<String, AgentSpec> {
+    BTreeMap::from([
+        (
+            KUBERNETES_AGENT.to_string(),
+            AgentSpec {
+                description: Some(
+                    "Troubleshoots Kubernetes workloads with read-only cluster access.".into(),
+                ),
+                custom_instructions: Some(KUBERNETES_AGENT_INSTRUCTIONS.into()),
+                mcp_servers: Some(vec![KUBERNETES_SERVER.to_string()]),
+                iteration_strategy: None,
+                max_iterations: None,
+            },
+        ),
+        (
+            CHAT_AGENT.to_string(),
+            AgentSpec {
+                description: Some("Answers follow-up questions about an investigation.".into()),
+                custom_instructions: Some(CHAT_AGENT_INSTRUCTIONS.into()),
+                // Chat gets the chain's servers (or the union of its stages').
+                mcp_servers: None,
+                iteration_strategy: None,
+                max_iterations: None,
+            },
+        ),
+        (
+            SYNTHESIS_AGENT.to_string(),
+            AgentSpec {
+                description: Some("Combines parallel investigations into one analysis.".into()),
+                custom_instructions: Some(SYNTHESIS_AGENT_INSTRUCTIONS.into()),
+                mcp_servers: None,
+                iteration_strategy: Some(IterationStrategy::Synthesis),
+                max_iterations: None,
+            },
+        ),
+    ])
+}
+
+/// Built-in MCP servers by name.
+pub fn mcp_servers() -> BTreeMap<String, MCPServerSpec> {
+    BTreeMap::from([(
+        KUBERNETES_SERVER.to_string(),
+        MCPServerSpec {
+            container: None,
+            stdio: Some(StdioSpec {
+                command: "npx".into(),
+                args: vec![
+                    "-y".into(),
+                    KUBERNETES_MCP_SERVER_PACKAGE.into(),
+                    "--read-only".into(),
+                    "--disable-destructive".into(),
+                ],
+                env: Vec::new(),
+                image: None,
+            }),
+            url: None,
+            transport: None,
+            bearer_token_secret_ref: None,
+            bearer_token_env: None,
+            headers: None,
+            tls: None,
+            timeout: None,
+            instructions: Some(KUBERNETES_SERVER_INSTRUCTIONS.into()),
+            data_masking: Some(DataMaskingSpec {
+                enabled: Some(true),
+                pattern_groups: vec!["kubernetes".into()],
+                patterns: Vec::new(),
+                custom_patterns: Vec::new(),
+            }),
+            summarization: Some(SummarizationSpec {
+                enabled: Some(true),
+                size_threshold_tokens: Some(5000),
+                summary_max_token_limit: Some(1000),
+            }),
+            service_account: Some(tarsy_crds::ServiceAccountNeeds {
+                cluster_read: Some(true),
+                name: None,
+            }),
+        },
+    )])
+}
+
+fn provider(
+    provider_type: ProviderType,
+    model: &str,
+    key_env: &str,
+    context_window: u64,
+    native_tools: Option<BTreeMap<String, bool>>,
+) -> LLMProviderSpec {
+    LLMProviderSpec {
+        provider_type,
+        model: model.into(),
+        api_key_secret_ref: None,
+        api_key_env: Some(key_env.into()),
+        credentials_env: None,
+        base_url: None,
+        project: None,
+        location: None,
+        max_tool_result_tokens: None,
+        native_tools,
+        context_window_tokens: Some(context_window),
+        fallback: None,
+        script: None,
+    }
+}
+
+/// Built-in LLM providers by name.
+pub fn llm_providers() -> BTreeMap<String, LLMProviderSpec> {
+    let gemini_tools = BTreeMap::from([
+        ("google_search".to_string(), true),
+        ("code_execution".to_string(), false),
+        ("url_context".to_string(), true),
+    ]);
+    BTreeMap::from([
+        (
+            "google-default".to_string(),
+            provider(
+                ProviderType::Google,
+                "gemini-2.5-pro",
+                "GOOGLE_API_KEY",
+                1_048_576,
+                Some(gemini_tools),
+            ),
+        ),
+        (
+            "openai-default".to_string(),
+            provider(
+                ProviderType::Openai,
+                "gpt-5",
+                "OPENAI_API_KEY",
+                400_000,
+                None,
+            ),
+        ),
+        (
+            "anthropic-default".to_string(),
+            provider(
+                ProviderType::Anthropic,
+                "claude-sonnet-4-5",
+                "ANTHROPIC_API_KEY",
+                200_000,
+                None,
+            ),
+        ),
+        (
+            "xai-default".to_string(),
+            provider(ProviderType::Xai, "grok-4", "XAI_API_KEY", 256_000, None),
+        ),
+    ])
+}

@@ -1,0 +1,392 @@
+//! System defaults: the lowest level of the resolution hierarchy.
+//!
+//! Three layers, later wins:
+//! 1. built-in values ([`Defaults::default`]);
+//! 2. local mode only: a `kind: Defaults` document in the configuration
+//!    directory (see [`DefaultsSpec`]);
+//! 3. environment variables (cluster mode: the operator's Deployment, or its
+//!    command-line flags, which the binary maps onto the same names):
+//!
+//! | variable | field | built-in |
+//! |---|---|---|
+//! | `TARSY_DEFAULT_LLM_PROVIDER` | `llmProvider` | `google-default` |
+//! | `TARSY_DEFAULT_ITERATION_STRATEGY` | `iterationStrategy` | `native-thinking` |
+//! | `TARSY_DEFAULT_MAX_ITERATIONS` | `maxIterations` | 20 |
+//! | `TARSY_DEFAULT_ITERATION_TIMEOUT` | `iterationTimeout` | `120s` |
+//! | `TARSY_DEFAULT_SUCCESS_POLICY` | `successPolicy` | unset (→ `any`) |
+//! | `TARSY_DEFAULT_SESSION_TIMEOUT` | `sessionTimeout` | `15m` |
+//! | `TARSY_ALERT_MASKING_ENABLED` | `alertMasking.enabled` | `true` |
+//! | `TARSY_ALERT_MASKING_GROUP` | `alertMasking.patternGroup` | `security` |
+//! | `TARSY_MAX_CONCURRENT_SESSIONS` | `maxConcurrentSessions` | 5 |
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tarsy_core::config::{
+    DEFAULT_ITERATION_TIMEOUT, DEFAULT_MAX_ITERATIONS, DEFAULT_SESSION_TIMEOUT,
+};
+use tarsy_core::{IterationStrategy, SuccessPolicy};
+use tarsy_masking::AlertMaskingConfig;
+
+use crate::error::{Location, Problem};
+
+/// Name of the built-in default LLM provider.
+pub const DEFAULT_LLM_PROVIDER: &str = "google-default";
+/// Default number of sessions investigated at once.
+pub const DEFAULT_MAX_CONCURRENT_SESSIONS: u32 = 5;
+
+/// Resolved system defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Defaults {
+    /// LLM provider used when neither chain nor stage agent names one.
+    pub llm_provider: String,
+    /// Strategy used when neither agent, chain nor stage agent names one.
+    pub iteration_strategy: IterationStrategy,
+    /// Iterations before a forced conclusion.
+    pub max_iterations: u32,
+    /// Timeout of one iteration.
+    pub iteration_timeout: Duration,
+    /// Stage success policy when a stage sets none (`None` → `any`).
+    pub success_policy: Option<SuccessPolicy>,
+    /// Whole-session timeout.
+    pub session_timeout: Duration,
+    /// Masking of alert payloads (fail-open).
+    pub alert_masking: AlertMaskingConfig,
+    /// Sessions investigated at once; later alerts wait Pending.
+    pub max_concurrent_sessions: u32,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Self {
+            llm_provider: DEFAULT_LLM_PROVIDER.to_string(),
+            iteration_strategy: IterationStrategy::NativeThinking,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            iteration_timeout: DEFAULT_ITERATION_TIMEOUT,
+            success_policy: None,
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            alert_masking: AlertMaskingConfig::default(),
+            max_concurrent_sessions: DEFAULT_MAX_CONCURRENT_SESSIONS,
+        }
+    }
+}
+
+/// Overrides of the defaults, every field optional: the `spec` of a local
+/// `kind: Defaults` document, or what [`DefaultsSpec::from_env`] reads.
+///
+/// ```yaml
+/// apiVersion: tarsy.dev/v1alpha1
+/// kind: Defaults
+/// metadata: {name: defaults}
+/// spec:
+///   llmProvider: gemini-pro
+///   iterationStrategy: native-thinking
+///   maxIterations: 25
+///   iterationTimeout: 180s
+///   successPolicy: any
+///   sessionTimeout: 30m
+///   alertMasking: {enabled: true, patternGroup: security}
+///   maxConcurrentSessions: 10
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DefaultsSpec {
+    /// Default LLM provider name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_provider: Option<String>,
+    /// Default iteration strategy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration_strategy: Option<IterationStrategy>,
+    /// Default max iterations (≥ 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+    /// Default iteration timeout, Go duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration_timeout: Option<String>,
+    /// Default stage success policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_policy: Option<SuccessPolicy>,
+    /// Default session timeout, Go duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_timeout: Option<String>,
+    /// Alert payload masking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_masking: Option<AlertMaskingSpec>,
+    /// Sessions investigated at once (≥ 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_sessions: Option<u32>,
+}
+
+/// Alert masking overrides.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AlertMaskingSpec {
+    /// Whether alert data is masked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Built-in masking group applied to alert data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern_group: Option<String>,
+}
+
+/// Environment variable names read by [`DefaultsSpec::from_env`].
+pub mod env {
+    /// Default LLM provider.
+    pub const LLM_PROVIDER: &str = "TARSY_DEFAULT_LLM_PROVIDER";
+    /// Default iteration strategy.
+    pub const ITERATION_STRATEGY: &str = "TARSY_DEFAULT_ITERATION_STRATEGY";
+    /// Default max iterations.
+    pub const MAX_ITERATIONS: &str = "TARSY_DEFAULT_MAX_ITERATIONS";
+    /// Default iteration timeout.
+    pub const ITERATION_TIMEOUT: &str = "TARSY_DEFAULT_ITERATION_TIMEOUT";
+    /// Default success policy.
+    pub const SUCCESS_POLICY: &str = "TARSY_DEFAULT_SUCCESS_POLICY";
+    /// Default session timeout.
+    pub const SESSION_TIMEOUT: &str = "TARSY_DEFAULT_SESSION_TIMEOUT";
+    /// Alert masking on/off.
+    pub const ALERT_MASKING_ENABLED: &str = "TARSY_ALERT_MASKING_ENABLED";
+    /// Alert masking group.
+    pub const ALERT_MASKING_GROUP: &str = "TARSY_ALERT_MASKING_GROUP";
+    /// Concurrency limit.
+    pub const MAX_CONCURRENT_SESSIONS: &str = "TARSY_MAX_CONCURRENT_SESSIONS";
+}
+
+impl DefaultsSpec {
+    /// Reads the `TARSY_*` variables (see the module docs) through `lookup`.
+    /// Errors name the variable.
+    pub fn from_env(
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, Vec<(Location, Problem)>> {
+        let mut errors = Vec::new();
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        fn parse<T: std::str::FromStr>(
+            name: &str,
+            value: Option<String>,
+            errors: &mut Vec<(Location, Problem)>,
+        ) -> Option<T>
+        where
+            T::Err: std::fmt::Display,
+        {
+            let value = value?;
+            match value.trim().parse::<T>() {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    errors.push((
+                        Location::default().field(name),
+                        Problem::Invalid(format!("invalid value {value:?}: {e}")),
+                    ));
+                    None
+                }
+            }
+        }
+        let spec = DefaultsSpec {
+            llm_provider: get(env::LLM_PROVIDER),
+            iteration_strategy: parse(
+                env::ITERATION_STRATEGY,
+                get(env::ITERATION_STRATEGY),
+                &mut errors,
+            ),
+            max_iterations: parse(env::MAX_ITERATIONS, get(env::MAX_ITERATIONS), &mut errors),
+            iteration_timeout: get(env::ITERATION_TIMEOUT),
+            success_policy: parse(env::SUCCESS_POLICY, get(env::SUCCESS_POLICY), &mut errors),
+            session_timeout: get(env::SESSION_TIMEOUT),
+            alert_masking: {
+                let enabled = parse(
+                    env::ALERT_MASKING_ENABLED,
+                    get(env::ALERT_MASKING_ENABLED),
+                    &mut errors,
+                );
+                let group = get(env::ALERT_MASKING_GROUP);
+                (enabled.is_some() || group.is_some()).then_some(AlertMaskingSpec {
+                    enabled,
+                    pattern_group: group,
+                })
+            },
+            max_concurrent_sessions: parse(
+                env::MAX_CONCURRENT_SESSIONS,
+                get(env::MAX_CONCURRENT_SESSIONS),
+                &mut errors,
+            ),
+        };
+        // Durations are checked here so the error names the variable.
+        for (name, value) in [
+            (env::ITERATION_TIMEOUT, &spec.iteration_timeout),
+            (env::SESSION_TIMEOUT, &spec.session_timeout),
+        ] {
+            if let Some(v) = value
+                && let Err(e) = tarsy_crds::parse_duration(v)
+            {
+                errors.push((Location::default().field(name), Problem::Duration(e)));
+            }
+        }
+        if errors.is_empty() {
+            Ok(spec)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+impl Defaults {
+    /// Applies `spec` on top of these defaults. Problems carry the field path
+    /// (`spec.maxIterations`, ...) relative to the spec.
+    pub fn apply(&mut self, spec: &DefaultsSpec) -> Result<(), Vec<(String, Problem)>> {
+        let mut errors = Vec::new();
+        if let Some(p) = &spec.llm_provider {
+            self.llm_provider = p.clone();
+        }
+        if let Some(s) = spec.iteration_strategy {
+            self.iteration_strategy = s;
+        }
+        if let Some(n) = spec.max_iterations {
+            if n == 0 {
+                errors.push((
+                    "maxIterations".to_string(),
+                    Problem::Invalid("must be at least 1".into()),
+                ));
+            } else {
+                self.max_iterations = n;
+            }
+        }
+        for (field, value, target) in [
+            (
+                "iterationTimeout",
+                &spec.iteration_timeout,
+                &mut self.iteration_timeout,
+            ),
+            (
+                "sessionTimeout",
+                &spec.session_timeout,
+                &mut self.session_timeout,
+            ),
+        ] {
+            if let Some(v) = value {
+                match tarsy_crds::parse_duration(v) {
+                    Ok(d) if !d.is_zero() => *target = d,
+                    Ok(_) => errors.push((
+                        field.to_string(),
+                        Problem::Invalid("must be positive".into()),
+                    )),
+                    Err(e) => errors.push((field.to_string(), Problem::Duration(e))),
+                }
+            }
+        }
+        if let Some(p) = spec.success_policy {
+            self.success_policy = Some(p);
+        }
+        if let Some(m) = &spec.alert_masking {
+            if let Some(e) = m.enabled {
+                self.alert_masking.enabled = e;
+            }
+            if let Some(g) = &m.pattern_group {
+                self.alert_masking.pattern_group = g.clone();
+            }
+        }
+        if let Some(n) = spec.max_concurrent_sessions {
+            if n == 0 {
+                errors.push((
+                    "maxConcurrentSessions".to_string(),
+                    Problem::Invalid("must be at least 1".into()),
+                ));
+            } else {
+                self.max_concurrent_sessions = n;
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_defaults_match_the_seed() {
+        let d = Defaults::default();
+        assert_eq!(d.max_iterations, 20);
+        assert_eq!(d.iteration_timeout, Duration::from_secs(120));
+        assert_eq!(d.session_timeout, Duration::from_secs(900));
+        assert_eq!(d.success_policy, None);
+        assert!(d.alert_masking.enabled);
+        assert_eq!(d.alert_masking.pattern_group, "security");
+    }
+
+    #[test]
+    fn env_overrides_every_field() {
+        let lookup = |name: &str| -> Option<String> {
+            Some(
+                match name {
+                    env::LLM_PROVIDER => "openai-default",
+                    env::ITERATION_STRATEGY => "react",
+                    env::MAX_ITERATIONS => "7",
+                    env::ITERATION_TIMEOUT => "90s",
+                    env::SUCCESS_POLICY => "all",
+                    env::SESSION_TIMEOUT => "1h",
+                    env::ALERT_MASKING_ENABLED => "false",
+                    env::ALERT_MASKING_GROUP => "basic",
+                    env::MAX_CONCURRENT_SESSIONS => "3",
+                    _ => return None,
+                }
+                .to_string(),
+            )
+        };
+        let spec = DefaultsSpec::from_env(&lookup).unwrap();
+        let mut d = Defaults::default();
+        d.apply(&spec).unwrap();
+        assert_eq!(d.llm_provider, "openai-default");
+        assert_eq!(d.iteration_strategy, IterationStrategy::React);
+        assert_eq!(d.max_iterations, 7);
+        assert_eq!(d.iteration_timeout, Duration::from_secs(90));
+        assert_eq!(d.success_policy, Some(SuccessPolicy::All));
+        assert_eq!(d.session_timeout, Duration::from_secs(3600));
+        assert!(!d.alert_masking.enabled);
+        assert_eq!(d.alert_masking.pattern_group, "basic");
+        assert_eq!(d.max_concurrent_sessions, 3);
+    }
+
+    #[test]
+    fn bad_env_values_name_the_variable() {
+        let lookup = |name: &str| -> Option<String> {
+            match name {
+                env::MAX_ITERATIONS => Some("many".into()),
+                env::ITERATION_STRATEGY => Some("reactive".into()),
+                env::SESSION_TIMEOUT => Some("15 minutes".into()),
+                _ => None,
+            }
+        };
+        let errors = DefaultsSpec::from_env(&lookup).unwrap_err();
+        let text: Vec<String> = errors.iter().map(|(l, p)| format!("{l}: {p}")).collect();
+        assert_eq!(text.len(), 3, "{text:?}");
+        assert!(
+            text.iter().any(|t| t.starts_with(env::MAX_ITERATIONS)),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|t| t.starts_with(env::ITERATION_STRATEGY) && t.contains("reactive"))
+        );
+        assert!(text.iter().any(|t| t.starts_with(env::SESSION_TIMEOUT)));
+    }
+
+    #[test]
+    fn zero_limits_are_rejected() {
+        let mut d = Defaults::default();
+        let spec = DefaultsSpec {
+            max_iterations: Some(0),
+            max_concurrent_sessions: Some(0),
+            iteration_timeout: Some("0s".into()),
+            ..Default::default()
+        };
+        let errors = d.apply(&spec).unwrap_err();
+        let fields: Vec<&str> = errors.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["maxIterations", "iterationTimeout", "maxConcurrentSessions"]
+        );
+        assert_eq!(d, Defaults::default());
+    }
+}

@@ -1,0 +1,88 @@
+//! TARSy's configuration model: built-in definitions, local-mode manifest
+//! loading, validation and hierarchy resolution. Pure: no IO besides reading
+//! the files it is asked to read (and environment variables for `${VAR}`).
+//!
+//! The inputs are the custom resource specs of `tarsy-crds` (from the
+//! cluster, or from YAML manifests in local mode); the outputs are the
+//! runtime types of `tarsy-core` ([`tarsy_core::ResolvedAgentConfig`],
+//! [`tarsy_core::LlmProviderConfig`], [`tarsy_core::McpServerConfig`]) and
+//! `tarsy-masking`'s [`tarsy_masking::MaskingConfig`].
+//!
+//! # Configuring
+//!
+//! - **Cluster mode**: [`Config::from_resources`] with the namespace's
+//!   Chains, Agents, MCPServers and LLMProviders; defaults from the
+//!   operator's environment / flags ([`DefaultsSpec::from_env`], variables in
+//!   [`defaults`]). [`Config::validate`] lists what is broken, per object.
+//! - **Local mode**: [`load_dir`] reads every `*.yaml`/`*.yml` of a directory
+//!   (Chain, Agent, MCPServer, LLMProvider, and optionally one
+//!   `kind: Defaults` document), interpolates `${VAR}` (`$${` escapes),
+//!   checks each object against its CRD schema and CEL rules like the API
+//!   server would, then cross-validates. Alert manifests are read separately
+//!   ([`load_alert_file`], [`parse_alerts`]).
+//!
+//! Built-in agents, MCP servers, LLM providers and masking patterns are in
+//! [`builtin`]; an object of the same kind and name replaces a built-in one.
+//!
+//! # Resolution (later levels win; list fields only when non-empty)
+//!
+//! Investigation agent ([`Config::resolve_agent`]):
+//!
+//! | field | defaults | agent | chain | stage | stage agent |
+//! |---|---|---|---|---|---|
+//! | iterationStrategy | ✓ | ✓ | ✓ | | ✓ |
+//! | llmProvider | ✓ | | ✓ | | ✓ |
+//! | maxIterations | ✓ (20) | ✓ | ✓ | ✓ | ✓ |
+//! | mcpServers | | ✓ | ✓ | | ✓ |
+//! | iterationTimeout | ✓ (120s) | | ✓ | | |
+//! | customInstructions | | ✓ | | | |
+//!
+//! The backend always follows the resolved strategy
+//! ([`tarsy_core::IterationStrategy::backend`]).
+//!
+//! Chat ([`Config::resolve_chat`]): agent `chat.agent` → `ChatAgent`;
+//! strategy defaults → agent → chain → chat; provider defaults → chain →
+//! chat; max iterations defaults → agent → chain → chat; MCP servers agent →
+//! chain (else the union of the stages' servers) → chat → the session's
+//! `mcpSelection` (replace, not merge).
+//!
+//! Synthesis ([`Config::resolve_synthesis`]): agent `synthesis.agent` →
+//! `SynthesisAgent`; strategy `synthesis` → agent → `synthesis.iterationStrategy`;
+//! provider defaults → chain → synthesis; no MCP servers.
+//!
+//! Executive summary ([`Config::resolve_executive_summary`]): provider
+//! `executiveSummaryProvider` → chain `llmProvider` → defaults; backend from
+//! chain `iterationStrategy` → defaults.
+//!
+//! Success policy ([`resolve_success_policy`]): stage → defaults → `any`.
+//! Replicas ([`stage_executions`]): `{agent}-1` … `{agent}-N`; resolution
+//! uses the base name, the display name only labels records.
+
+pub mod builtin;
+pub mod convert;
+pub mod defaults;
+pub mod error;
+pub mod interpolate;
+pub mod loader;
+pub mod registry;
+pub mod resolve;
+mod validate;
+
+pub use convert::{
+    EnvSecretResolver, MapSecretResolver, Placement, SecretResolver, llm_provider_config,
+    masking_config, resolved_spec, summarization_config,
+};
+pub use defaults::{AlertMaskingSpec, Defaults, DefaultsSpec};
+pub use error::{
+    ConfigError, ConfigErrors, Location, ObjectRef, Problem, ResolveError, SecretError,
+    SelectionError,
+};
+pub use loader::{
+    ConfigObject, build_config, load_alert_file, load_dir, load_dir_with, load_files_with,
+    parse_alerts, parse_config,
+};
+pub use registry::{Config, Named, Origin};
+pub use resolve::{
+    ExecutionConfig, ExecutiveSummaryConfig, chat_enabled, parallel_type, replica_name,
+    resolve_success_policy, stage_executions,
+};

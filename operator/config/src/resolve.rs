@@ -1,0 +1,486 @@
+//! Hierarchy resolution (seed 000 "Configuration Resolution at Runtime",
+//! seed 001 "Chat Agent Config Resolution", "Executive Summary Generation",
+//! "Success policy defaulting", "Replica naming"). See the crate docs for
+//! the tables.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use tarsy_core::{
+    Backend, IterationStrategy, LlmProviderConfig, McpSelection, ParallelType, ResolvedAgentConfig,
+    SuccessPolicy,
+};
+use tarsy_crds::{AgentSpec, ChainSpec, NATIVE_TOOL_NAMES, StageAgentSpec, StageSpec};
+
+use crate::builtin::{CHAT_AGENT, SYNTHESIS_AGENT};
+use crate::defaults::Defaults;
+use crate::error::{ResolveError, SelectionError};
+use crate::registry::{Config, Named};
+
+/// One execution of a stage: which stage-agent config runs, under which
+/// display name, at which 1-based position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionConfig {
+    /// The stage-agent configuration (base agent name + overrides).
+    pub stage_agent: StageAgentSpec,
+    /// Name for records and logs: the agent name, or `{Base}-N` for replicas.
+    pub display_name: String,
+    /// 1-based launch position within the stage.
+    pub agent_index: u32,
+}
+
+/// Display name of replica `n` (1-based) of `base`: `{base}-{n}`.
+pub fn replica_name(base: &str, n: u32) -> String {
+    format!("{base}-{n}")
+}
+
+/// The executions a stage launches, in order: every entry of `agents`, or
+/// `agent` × `replicas` (named `{agent}-1` … `{agent}-N` when N > 1). A
+/// single-agent stage is N = 1, not a special case.
+pub fn stage_executions(stage: &StageSpec) -> Vec<ExecutionConfig> {
+    if let Some(agents) = stage.agents.as_ref().filter(|a| !a.is_empty()) {
+        return agents
+            .iter()
+            .enumerate()
+            .map(|(i, a)| ExecutionConfig {
+                stage_agent: a.clone(),
+                display_name: a.name.clone(),
+                agent_index: i as u32 + 1,
+            })
+            .collect();
+    }
+    let Some(agent) = &stage.agent else {
+        return Vec::new();
+    };
+    let replicas = stage.replicas_count().max(1);
+    (1..=replicas)
+        .map(|n| ExecutionConfig {
+            stage_agent: StageAgentSpec::named(agent.clone()),
+            display_name: if replicas > 1 {
+                replica_name(agent, n)
+            } else {
+                agent.clone()
+            },
+            agent_index: n,
+        })
+        .collect()
+}
+
+/// How a stage's executions relate: several different agents → multi_agent,
+/// one agent with replicas > 1 → replica, a single execution → none.
+pub fn parallel_type(stage: &StageSpec) -> Option<ParallelType> {
+    match stage.agents.as_ref() {
+        Some(agents) if agents.len() > 1 => Some(ParallelType::MultiAgent),
+        Some(_) => None,
+        None if stage.replicas_count() > 1 => Some(ParallelType::Replica),
+        None => None,
+    }
+}
+
+/// Success policy of a stage: stage → defaults → `any`.
+pub fn resolve_success_policy(defaults: &Defaults, stage: &StageSpec) -> SuccessPolicy {
+    stage
+        .success_policy
+        .map(Into::into)
+        .or(defaults.success_policy)
+        .unwrap_or(SuccessPolicy::Any)
+}
+
+/// Whether a chain accepts follow-up chat (enabled unless `chat.enabled: false`).
+pub fn chat_enabled(chain: &ChainSpec) -> bool {
+    chain.chat.as_ref().and_then(|c| c.enabled).unwrap_or(true)
+}
+
+/// LLM provider and backend of a chain's executive summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutiveSummaryConfig {
+    /// Provider: chain.executiveSummaryProvider → chain.llmProvider → defaults.
+    pub llm_provider: LlmProviderConfig,
+    /// Backend from chain.iterationStrategy → defaults.iterationStrategy.
+    pub backend: Backend,
+}
+
+/// A list counts as set only when non-empty (seed: `len(list) > 0`).
+fn non_empty(list: &Option<Vec<String>>) -> Option<&Vec<String>> {
+    list.as_ref().filter(|l| !l.is_empty())
+}
+
+/// Later levels win: the last `Some` of `levels`, else `base`.
+fn cascade<T: Clone>(base: T, levels: &[Option<T>]) -> T {
+    levels.iter().flatten().last().cloned().unwrap_or(base)
+}
+
+impl Config {
+    fn agent_def(&self, name: &str) -> Result<&Named<AgentSpec>, ResolveError> {
+        self.agent(name)
+            .ok_or_else(|| ResolveError::AgentNotFound(name.to_string()))
+    }
+
+    fn iteration_timeout(&self, chain: &ChainSpec) -> Result<Duration, ResolveError> {
+        match &chain.iteration_timeout {
+            Some(t) => tarsy_crds::parse_duration(t).map_err(|source| ResolveError::Duration {
+                field: "spec.iterationTimeout".into(),
+                source,
+            }),
+            None => Ok(self.defaults.iteration_timeout),
+        }
+    }
+
+    /// Session timeout of a chain: chain.sessionTimeout → defaults.
+    pub fn session_timeout(&self, chain: &ChainSpec) -> Result<Duration, ResolveError> {
+        match &chain.session_timeout {
+            Some(t) => tarsy_crds::parse_duration(t).map_err(|source| ResolveError::Duration {
+                field: "spec.sessionTimeout".into(),
+                source,
+            }),
+            None => Ok(self.defaults.session_timeout),
+        }
+    }
+
+    /// Success policy of a stage: stage → defaults → `any`.
+    pub fn resolve_success_policy(&self, stage: &StageSpec) -> SuccessPolicy {
+        resolve_success_policy(&self.defaults, stage)
+    }
+
+    /// Resolves one investigation agent of a stage, per field:
+    ///
+    /// | field | order (later wins) |
+    /// |---|---|
+    /// | iteration strategy | defaults → agent → chain → stage agent |
+    /// | LLM provider | defaults → chain → stage agent |
+    /// | max iterations | defaults → agent → chain → stage → stage agent |
+    /// | MCP servers | agent → chain → stage agent (non-empty lists only) |
+    /// | iteration timeout | defaults → chain |
+    /// | instructions | agent |
+    /// | backend | from the resolved strategy |
+    ///
+    /// `stage_agent.name` is the registry key (the base name for replicas);
+    /// `display_name` only labels records and logs.
+    pub fn resolve_agent(
+        &self,
+        chain: &ChainSpec,
+        stage: &StageSpec,
+        stage_agent: &StageAgentSpec,
+        display_name: &str,
+    ) -> Result<ResolvedAgentConfig, ResolveError> {
+        let d = &self.defaults;
+        let agent = &self.agent_def(&stage_agent.name)?.spec;
+        let strategy: IterationStrategy = cascade(
+            d.iteration_strategy,
+            &[
+                agent.iteration_strategy.map(Into::into),
+                chain.iteration_strategy.map(Into::into),
+                stage_agent.iteration_strategy.map(Into::into),
+            ],
+        );
+        let provider = cascade(
+            d.llm_provider.clone(),
+            &[chain.llm_provider.clone(), stage_agent.llm_provider.clone()],
+        );
+        let max_iterations = cascade(
+            d.max_iterations,
+            &[
+                agent.max_iterations,
+                chain.max_iterations,
+                stage.max_iterations,
+                stage_agent.max_iterations,
+            ],
+        );
+        let mcp_servers = cascade(
+            Vec::new(),
+            &[
+                non_empty(&agent.mcp_servers).cloned(),
+                non_empty(&chain.mcp_servers).cloned(),
+                non_empty(&stage_agent.mcp_servers).cloned(),
+            ],
+        );
+        Ok(ResolvedAgentConfig {
+            agent_name: stage_agent.name.clone(),
+            display_name: display_name.to_string(),
+            iteration_strategy: strategy,
+            backend: strategy.backend(),
+            llm_provider: self.llm_provider_config(&provider)?,
+            max_iterations,
+            iteration_timeout: self.iteration_timeout(chain)?,
+            mcp_servers,
+            tool_filter: Default::default(),
+            custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
+            native_tools_override: None,
+        })
+    }
+
+    /// Resolves the synthesis of a stage with several executions:
+    ///
+    /// | field | order (later wins) |
+    /// |---|---|
+    /// | agent | `SynthesisAgent` → synthesis.agent |
+    /// | iteration strategy | `synthesis` → agent → synthesis.iterationStrategy (chain and defaults are not used: they name tool strategies) |
+    /// | LLM provider | defaults → chain → synthesis.llmProvider |
+    /// | max iterations | defaults → agent → chain → stage |
+    /// | MCP servers | none (synthesis is tool-less) |
+    pub fn resolve_synthesis(
+        &self,
+        chain: &ChainSpec,
+        stage: &StageSpec,
+    ) -> Result<ResolvedAgentConfig, ResolveError> {
+        let d = &self.defaults;
+        let synthesis = stage.synthesis.clone().unwrap_or_default();
+        let agent_name = synthesis
+            .agent
+            .clone()
+            .unwrap_or_else(|| SYNTHESIS_AGENT.to_string());
+        let agent = &self.agent_def(&agent_name)?.spec;
+        let strategy: IterationStrategy = cascade(
+            IterationStrategy::Synthesis,
+            &[
+                agent.iteration_strategy.map(Into::into),
+                synthesis.iteration_strategy.map(Into::into),
+            ],
+        );
+        let provider = cascade(
+            d.llm_provider.clone(),
+            &[chain.llm_provider.clone(), synthesis.llm_provider.clone()],
+        );
+        let max_iterations = cascade(
+            d.max_iterations,
+            &[
+                agent.max_iterations,
+                chain.max_iterations,
+                stage.max_iterations,
+            ],
+        );
+        Ok(ResolvedAgentConfig {
+            display_name: agent_name.clone(),
+            agent_name,
+            iteration_strategy: strategy,
+            backend: strategy.backend(),
+            llm_provider: self.llm_provider_config(&provider)?,
+            max_iterations,
+            iteration_timeout: self.iteration_timeout(chain)?,
+            mcp_servers: Vec::new(),
+            tool_filter: Default::default(),
+            custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
+            native_tools_override: None,
+        })
+    }
+
+    /// The union of the MCP servers a chain's stage agents use, in first-use
+    /// order (stage-agent list, else the agent's own list). Unknown agents
+    /// are skipped (validation reports them).
+    pub fn aggregate_chain_mcp_servers(&self, chain: &ChainSpec) -> Vec<String> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for stage in &chain.stages {
+            for exec in stage_executions(stage) {
+                let servers = non_empty(&exec.stage_agent.mcp_servers)
+                    .cloned()
+                    .or_else(|| {
+                        self.agent(&exec.stage_agent.name)
+                            .and_then(|a| non_empty(&a.spec.mcp_servers).cloned())
+                    });
+                for s in servers.into_iter().flatten() {
+                    if seen.insert(s.clone()) {
+                        out.push(s);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Resolves the chat agent of a chain (seed 001 "Chat Agent Config Resolution"):
+    ///
+    /// | field | order (later wins) |
+    /// |---|---|
+    /// | agent | `ChatAgent` → chat.agent |
+    /// | iteration strategy | defaults → agent → chain → chat |
+    /// | LLM provider | defaults → chain → chat |
+    /// | max iterations | defaults → agent → chain → chat |
+    /// | MCP servers | agent → chain (else the union of the stages' servers) → chat → the session's `mcpSelection` |
+    /// | iteration timeout | defaults → chain |
+    ///
+    /// `session_selection` is the original alert's MCP selection: it replaces
+    /// the servers entirely (with its tool filter and native tools override).
+    pub fn resolve_chat(
+        &self,
+        chain_name: &str,
+        chain: &ChainSpec,
+        session_selection: Option<&McpSelection>,
+    ) -> Result<ResolvedAgentConfig, ResolveError> {
+        if !chat_enabled(chain) {
+            return Err(ResolveError::ChatDisabled(chain_name.to_string()));
+        }
+        let d = &self.defaults;
+        let chat = chain.chat.clone().unwrap_or_default();
+        let agent_name = chat.agent.clone().unwrap_or_else(|| CHAT_AGENT.to_string());
+        let agent = &self.agent_def(&agent_name)?.spec;
+        let strategy: IterationStrategy = cascade(
+            d.iteration_strategy,
+            &[
+                agent.iteration_strategy.map(Into::into),
+                chain.iteration_strategy.map(Into::into),
+                chat.iteration_strategy.map(Into::into),
+            ],
+        );
+        let provider = cascade(
+            d.llm_provider.clone(),
+            &[chain.llm_provider.clone(), chat.llm_provider.clone()],
+        );
+        let max_iterations = cascade(
+            d.max_iterations,
+            &[
+                agent.max_iterations,
+                chain.max_iterations,
+                chat.max_iterations,
+            ],
+        );
+        let chain_level = non_empty(&chain.mcp_servers)
+            .cloned()
+            .or_else(|| Some(self.aggregate_chain_mcp_servers(chain)).filter(|s| !s.is_empty()));
+        let mcp_servers = cascade(
+            Vec::new(),
+            &[
+                non_empty(&agent.mcp_servers).cloned(),
+                chain_level,
+                non_empty(&chat.mcp_servers).cloned(),
+            ],
+        );
+        let mut resolved = ResolvedAgentConfig {
+            display_name: agent_name.clone(),
+            agent_name,
+            iteration_strategy: strategy,
+            backend: strategy.backend(),
+            llm_provider: self.llm_provider_config(&provider)?,
+            max_iterations,
+            iteration_timeout: self.iteration_timeout(chain)?,
+            mcp_servers,
+            tool_filter: Default::default(),
+            custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
+            native_tools_override: None,
+        };
+        if let Some(selection) = session_selection {
+            self.apply_mcp_selection(&mut resolved, selection)?;
+        }
+        Ok(resolved)
+    }
+
+    /// Provider and backend of a chain's executive summary:
+    /// provider chain.executiveSummaryProvider → chain.llmProvider →
+    /// defaults.llmProvider; backend from chain.iterationStrategy →
+    /// defaults.iterationStrategy.
+    pub fn resolve_executive_summary(
+        &self,
+        chain: &ChainSpec,
+    ) -> Result<ExecutiveSummaryConfig, ResolveError> {
+        let provider = chain
+            .executive_summary_provider
+            .clone()
+            .or_else(|| chain.llm_provider.clone())
+            .unwrap_or_else(|| self.defaults.llm_provider.clone());
+        let strategy: IterationStrategy = chain
+            .iteration_strategy
+            .map(Into::into)
+            .unwrap_or(self.defaults.iteration_strategy);
+        Ok(ExecutiveSummaryConfig {
+            llm_provider: self.llm_provider_config(&provider)?,
+            backend: strategy.backend(),
+        })
+    }
+
+    /// Checks a per-alert MCP selection: at least one server, every server
+    /// known and listed once, no empty tool name, known native tools. The
+    /// API calls this at submission (400 with the error text) and the
+    /// executor again at run time.
+    pub fn validate_mcp_selection(&self, selection: &McpSelection) -> Result<(), SelectionError> {
+        if selection.servers.is_empty() {
+            return Err(SelectionError::Empty);
+        }
+        let mut seen = BTreeSet::new();
+        for (index, server) in selection.servers.iter().enumerate() {
+            if self.mcp_server(&server.name).is_none() {
+                return Err(SelectionError::UnknownServer {
+                    index,
+                    name: server.name.clone(),
+                    known: self.known_mcp_servers(),
+                });
+            }
+            if !seen.insert(server.name.as_str()) {
+                return Err(SelectionError::Duplicate {
+                    index,
+                    name: server.name.clone(),
+                });
+            }
+            if let Some(tool) = server
+                .tools
+                .iter()
+                .flatten()
+                .position(|t| t.trim().is_empty())
+            {
+                return Err(SelectionError::EmptyTool { index, tool });
+            }
+        }
+        if let Some(name) = selection
+            .native_tools
+            .iter()
+            .flat_map(|m| m.keys())
+            .find(|k| !NATIVE_TOOL_NAMES.contains(&k.as_str()))
+        {
+            return Err(SelectionError::UnknownNativeTool { name: name.clone() });
+        }
+        Ok(())
+    }
+
+    /// Applies a per-alert MCP selection to a resolved configuration: the
+    /// selection's servers REPLACE the resolved ones (never merge), its tool
+    /// lists become the tool filter, and its native tools (if any) override
+    /// the provider's.
+    pub fn apply_mcp_selection(
+        &self,
+        resolved: &mut ResolvedAgentConfig,
+        selection: &McpSelection,
+    ) -> Result<(), SelectionError> {
+        self.validate_mcp_selection(selection)?;
+        resolved.mcp_servers = selection.server_names();
+        resolved.tool_filter = selection.tool_filter();
+        if let Some(native) = &selection.native_tools {
+            resolved.native_tools_override = Some(native.clone());
+        }
+        Ok(())
+    }
+
+    /// The chain for an alert: `chain_ref` if given, else the one chain
+    /// whose alertTypes contain `alert_type` (none or several is an error).
+    pub fn chain_for_alert(
+        &self,
+        alert_type: &str,
+        chain_ref: Option<&str>,
+    ) -> Result<&Named<ChainSpec>, ResolveError> {
+        if let Some(name) = chain_ref {
+            return self
+                .chain(name)
+                .ok_or_else(|| ResolveError::ChainNotFound(name.to_string()));
+        }
+        let matching: Vec<&Named<ChainSpec>> = self
+            .chains()
+            .filter(|c| c.spec.alert_types.iter().any(|t| t == alert_type))
+            .collect();
+        match matching.as_slice() {
+            [one] => Ok(one),
+            [] => Err(ResolveError::NoChainForAlertType(alert_type.to_string())),
+            many => Err(ResolveError::AmbiguousAlertType {
+                alert_type: alert_type.to_string(),
+                chains: many
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+
+    /// Every alert type some chain handles, sorted.
+    pub fn alert_types(&self) -> Vec<String> {
+        let set: BTreeSet<&String> = self.chains().flat_map(|c| &c.spec.alert_types).collect();
+        set.into_iter().cloned().collect()
+    }
+}
