@@ -1,0 +1,267 @@
+//! TARSy's REST and WebSocket API (axum).
+//!
+//! The API reads sessions, timelines and traces straight from
+//! [`tarsy_store::Store`], delivers live events through
+//! [`tarsy_events::EventHub`], and hands everything that changes a session
+//! (alert submission, cancellation, chat) to a [`SessionControl`]: the local
+//! driver in local mode, `Alert` resources in cluster mode. Every endpoint is
+//! documented in `API.md` beside this crate.
+//!
+//! ```no_run
+//! # async fn demo(store: tarsy_store::Store, control: std::sync::Arc<dyn tarsy_api::SessionControl>) -> std::io::Result<()> {
+//! let hub = tarsy_events::EventHub::start(store);
+//! let app = tarsy_api::Api::new(hub, control, tarsy_api::ApiConfig::default()).router();
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod control;
+mod error;
+mod handlers;
+mod ws;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use axum::Router;
+use axum::http::HeaderMap;
+use axum::http::header::{HOST, ORIGIN};
+use axum::routing::{get, post};
+use tarsy_core::EventPublisher;
+use tarsy_events::EventHub;
+use tarsy_store::Store;
+
+pub use control::{
+    AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission,
+    McpHealthSource, McpServerHealth, NewAlert, SessionControl, SubmitError, SystemWarning,
+    SystemWarningsSource,
+};
+pub use error::{ApiError, ApiResult};
+
+/// Author recorded when no trusted identity header is present.
+pub const DEFAULT_AUTHOR: &str = "api-client";
+
+/// Room for JSON syntax and escaping around the alert data in a request body.
+const BODY_OVERHEAD: usize = 64 * 1024;
+
+/// Settings of the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiConfig {
+    /// Trust `X-Forwarded-User` / `X-Forwarded-Email` for the author. Only
+    /// set this when the API is reachable solely through an authenticating
+    /// proxy that sets (and strips client-sent) headers; otherwise any
+    /// client could claim any name.
+    pub trust_forwarded_identity: bool,
+    /// Origins (`scheme://host[:port]`) allowed to open the WebSocket. A
+    /// request without `Origin` (not a browser) and a same-origin request are
+    /// always allowed; `"*"` allows every origin.
+    pub allowed_ws_origins: Vec<String>,
+    /// Largest alert `data`, in bytes (413 above it).
+    pub max_alert_bytes: usize,
+    /// Largest chat message, in bytes (413 above it).
+    pub max_chat_message_bytes: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            trust_forwarded_identity: false,
+            allowed_ws_origins: Vec::new(),
+            max_alert_bytes: tarsy_core::MAX_ALERT_DATA_BYTES,
+            max_chat_message_bytes: 100_000,
+        }
+    }
+}
+
+/// The API: its dependencies and settings. Build it, then serve
+/// [`Api::router`].
+pub struct Api {
+    store: Store,
+    hub: EventHub,
+    publisher: Arc<dyn EventPublisher>,
+    control: Arc<dyn SessionControl>,
+    config: ApiConfig,
+    warnings: Option<Arc<dyn SystemWarningsSource>>,
+    mcp_health: Option<Arc<dyn McpHealthSource>>,
+    ws_connections: AtomicUsize,
+}
+
+impl Api {
+    /// An API on the hub's store, publishing through the hub's publisher.
+    pub fn new(hub: EventHub, control: Arc<dyn SessionControl>, config: ApiConfig) -> Self {
+        Self {
+            store: hub.store().clone(),
+            publisher: hub.publisher(),
+            hub,
+            control,
+            config,
+            warnings: None,
+            mcp_health: None,
+            ws_connections: AtomicUsize::new(0),
+        }
+    }
+
+    /// Shows these warnings in `/health`.
+    pub fn with_warnings(mut self, warnings: Arc<dyn SystemWarningsSource>) -> Self {
+        self.warnings = Some(warnings);
+        self
+    }
+
+    /// Shows this MCP health snapshot in `/health`.
+    pub fn with_mcp_health(mut self, health: Arc<dyn McpHealthSource>) -> Self {
+        self.mcp_health = Some(health);
+        self
+    }
+
+    /// Publishes `chat.created` / `chat.user_message` through this publisher
+    /// instead of the hub's (e.g. a shared one in local mode).
+    pub fn with_publisher(mut self, publisher: Arc<dyn EventPublisher>) -> Self {
+        self.publisher = publisher;
+        self
+    }
+
+    /// Largest alert request body: the data plus room for JSON escaping.
+    pub(crate) fn alert_body_limit(&self) -> usize {
+        self.config
+            .max_alert_bytes
+            .saturating_mul(2)
+            .saturating_add(BODY_OVERHEAD)
+    }
+
+    /// Largest chat request body.
+    pub(crate) fn chat_body_limit(&self) -> usize {
+        self.config
+            .max_chat_message_bytes
+            .saturating_mul(2)
+            .saturating_add(BODY_OVERHEAD)
+    }
+
+    /// The routes of seed 001's table, the session list and the WebSocket.
+    pub fn router(self) -> Router {
+        let state = Arc::new(self);
+        Router::new()
+            .route("/health", get(handlers::health))
+            .route("/api/v1/alerts", post(handlers::submit_alert))
+            .route("/api/v1/sessions", get(handlers::list_sessions))
+            .route("/api/v1/sessions/{id}", get(handlers::get_session))
+            .route(
+                "/api/v1/sessions/{id}/cancel",
+                post(handlers::cancel_session),
+            )
+            .route(
+                "/api/v1/sessions/{id}/chat/messages",
+                post(handlers::send_chat_message),
+            )
+            .route("/api/v1/sessions/{id}/timeline", get(handlers::timeline))
+            .route("/api/v1/sessions/{id}/trace", get(handlers::trace))
+            .route(
+                "/api/v1/sessions/{id}/trace/llm/{interaction_id}",
+                get(handlers::llm_interaction),
+            )
+            .route(
+                "/api/v1/sessions/{id}/trace/mcp/{interaction_id}",
+                get(handlers::mcp_interaction),
+            )
+            .route("/api/v1/ws", get(ws::upgrade))
+            .fallback(handlers::not_found)
+            .with_state(state)
+    }
+}
+
+/// Shared state of the handlers.
+pub(crate) type AppState = Arc<Api>;
+
+/// The request's author: the first non-empty trusted identity header, else
+/// [`DEFAULT_AUTHOR`].
+pub(crate) fn author(headers: &HeaderMap, trust_forwarded: bool) -> String {
+    if trust_forwarded {
+        for name in ["x-forwarded-user", "x-forwarded-email"] {
+            if let Some(value) = headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+            {
+                return value.to_string();
+            }
+        }
+    }
+    DEFAULT_AUTHOR.to_string()
+}
+
+/// Whether a WebSocket upgrade from this origin is allowed.
+pub(crate) fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
+    let Some(origin) = headers.get(ORIGIN) else {
+        // Not a browser: origin checks protect browsers' ambient credentials.
+        return true;
+    };
+    let Ok(origin) = origin.to_str() else {
+        return false;
+    };
+    let origin = origin.trim_end_matches('/');
+    if allowed
+        .iter()
+        .any(|a| a == "*" || a.trim_end_matches('/').eq_ignore_ascii_case(origin))
+    {
+        return true;
+    }
+    let authority = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"));
+    match (authority, headers.get(HOST).and_then(|h| h.to_str().ok())) {
+        (Some(authority), Some(host)) => authority.eq_ignore_ascii_case(host),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn author_prefers_user_then_email_when_trusted() {
+        let h = headers(&[
+            ("x-forwarded-user", "alice"),
+            ("x-forwarded-email", "a@x.io"),
+        ]);
+        assert_eq!(author(&h, true), "alice");
+        assert_eq!(author(&h, false), DEFAULT_AUTHOR);
+        let h = headers(&[("x-forwarded-user", "  "), ("x-forwarded-email", "a@x.io")]);
+        assert_eq!(author(&h, true), "a@x.io");
+        assert_eq!(author(&HeaderMap::new(), true), DEFAULT_AUTHOR);
+    }
+
+    #[test]
+    fn origins() {
+        let allowed = vec!["https://dash.example.com".to_string()];
+        assert!(origin_allowed(&HeaderMap::new(), &allowed));
+        assert!(origin_allowed(
+            &headers(&[("origin", "https://dash.example.com")]),
+            &allowed
+        ));
+        assert!(!origin_allowed(
+            &headers(&[("origin", "https://evil.example.com"), ("host", "api:8080")]),
+            &allowed
+        ));
+        assert!(origin_allowed(
+            &headers(&[("origin", "http://api:8080"), ("host", "api:8080")]),
+            &[]
+        ));
+        assert!(origin_allowed(
+            &headers(&[("origin", "https://any.where")]),
+            &["*".to_string()]
+        ));
+    }
+}

@@ -1,0 +1,508 @@
+//! Shared test harness: fresh databases (SQLite file, Postgres database per
+//! test), a real HTTP server on 127.0.0.1:0, a real WebSocket client, and a
+//! fake `SessionControl` that writes to the real store.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::{FutureExt, SinkExt, StreamExt};
+use serde_json::{Value, json};
+use sqlx::Executor;
+use sqlx::postgres::PgConnectOptions;
+use tarsy_api::{
+    AlertAccepted, Api, ApiConfig, CancelError, CancelOutcome, ChatAccepted, ChatError,
+    ChatSubmission, NewAlert, SessionControl, SubmitError,
+};
+use tarsy_core::{ExecutionStatus, SessionStatus};
+use tarsy_events::{EventHub, StorePublisher};
+use tarsy_store::{ConnectOptions, NewSession, NewStage, Store};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+// ------------------------------------------------------------ databases
+
+/// Where the Postgres tests connect (a role allowed to create databases).
+pub fn postgres_url() -> String {
+    std::env::var("TARSY_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://tarsy:tarsy@127.0.0.1:55432/tarsy".to_string())
+}
+
+fn unique_name(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Runs `test` against a new SQLite file database, then deletes it.
+pub async fn with_sqlite<F, Fut>(test: F)
+where
+    F: FnOnce(Store) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let path = std::env::temp_dir().join(format!("{}.db", unique_name("tarsy_api_test")));
+    let url = format!("sqlite:{}", path.display());
+    let store = Store::connect_with(
+        &url,
+        ConnectOptions {
+            max_connections: 4,
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .expect("open SQLite test database");
+    let outcome = AssertUnwindSafe(test(store.clone())).catch_unwind().await;
+    store.close().await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Runs `test` with the URL of a new, migrated Postgres database made for
+/// it, then drops the database. Fails (never skips) when Postgres is down.
+pub async fn with_postgres_url<F, Fut>(test: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let url = postgres_url();
+    let admin_options = PgConnectOptions::from_str(&url)
+        .unwrap_or_else(|e| panic!("TARSY_TEST_DATABASE_URL {url:?} is not a Postgres URL: {e}"));
+    let connect = tokio::time::timeout(
+        Duration::from_secs(10),
+        <sqlx::PgConnection as sqlx::Connection>::connect_with(&admin_options),
+    )
+    .await;
+    let mut admin = match connect {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => {
+            panic!("Postgres is unreachable at {url}: {e}. Start it with scripts/postgres.sh.")
+        }
+        Err(_) => panic!("Postgres is unreachable at {url}: no answer within 10 s."),
+    };
+    let name = unique_name("tarsy_api_test");
+    (&mut admin)
+        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .await
+        .unwrap_or_else(|e| panic!("cannot create test database {name}: {e}"));
+    let db_url = database_url(&url, &name);
+    // Migrate once, up front, so that several stores can share the database.
+    Store::connect(&db_url)
+        .await
+        .expect("migrate the test database")
+        .close()
+        .await;
+    let outcome = AssertUnwindSafe(test(db_url)).catch_unwind().await;
+    let dropped = (&mut admin)
+        .execute(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+        )))
+        .await;
+    let _ = sqlx::Connection::close(admin).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+    dropped.unwrap_or_else(|e| panic!("cannot drop test database {name}: {e}"));
+}
+
+/// Opens a store on an already migrated Postgres database.
+pub async fn open_postgres(url: &str) -> Store {
+    Store::connect_with(
+        url,
+        ConnectOptions {
+            max_connections: 6,
+            run_migrations: false,
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .expect("connect to the test database")
+}
+
+/// Runs `test` against a new Postgres database.
+pub async fn with_postgres<F, Fut>(test: F)
+where
+    F: FnOnce(Store) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    with_postgres_url(|url| async move {
+        let store = open_postgres(&url).await;
+        let outcome = AssertUnwindSafe(test(store.clone())).catch_unwind().await;
+        store.close().await;
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    })
+    .await
+}
+
+fn database_url(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let authority_start = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let base = match base[authority_start..].find('/') {
+        Some(slash) => &base[..authority_start + slash],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{database}?{q}"),
+        None => format!("{base}/{database}"),
+    }
+}
+
+/// Declares each `async fn name(store: Store)` as `name::sqlite` and `name::postgres`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    $crate::common::with_sqlite(super::$name).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    $crate::common::with_postgres(super::$name).await
+                }
+            }
+        )*
+    };
+}
+
+// ------------------------------------------------------------ fake control
+
+/// A `SessionControl` for tests that writes straight to the store. The real
+/// implementations are the local-mode driver (in process) and the operator
+/// (cluster mode, through `Alert` resources); this one only creates the
+/// records they would, so the API can be tested on its own.
+pub struct FakeControl {
+    store: Store,
+    /// alert type → chain.
+    pub alert_types: BTreeMap<String, String>,
+    /// Chains with chat disabled.
+    pub chat_disabled: BTreeSet<String>,
+    /// Known MCP servers.
+    pub mcp_servers: BTreeSet<String>,
+}
+
+impl FakeControl {
+    pub fn new(store: Store) -> Self {
+        Self {
+            store,
+            alert_types: BTreeMap::from([
+                ("PodCrashLooping".to_string(), "k8s-chain".to_string()),
+                ("HighLatency".to_string(), "latency-chain".to_string()),
+                ("NoChat".to_string(), "quiet-chain".to_string()),
+            ]),
+            chat_disabled: BTreeSet::from(["quiet-chain".to_string()]),
+            mcp_servers: BTreeSet::from(["kubernetes".to_string(), "prometheus".to_string()]),
+        }
+    }
+}
+
+#[async_trait]
+impl SessionControl for FakeControl {
+    async fn submit_alert(&self, alert: NewAlert) -> Result<AlertAccepted, SubmitError> {
+        let chain_id = match &alert.chain {
+            Some(chain) if self.alert_types.values().any(|c| c == chain) => chain.clone(),
+            Some(chain) => return Err(SubmitError::UnknownChain(chain.clone())),
+            None => self
+                .alert_types
+                .get(&alert.alert_type)
+                .cloned()
+                .ok_or_else(|| SubmitError::UnknownAlertType(alert.alert_type.clone()))?,
+        };
+        if let Some(selection) = &alert.mcp_selection {
+            for server in &selection.servers {
+                if !self.mcp_servers.contains(&server.name) {
+                    return Err(SubmitError::UnknownMcpServer(server.name.clone()));
+                }
+            }
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        self.store
+            .create_session(NewSession {
+                id: id.clone(),
+                alert_data: alert.data,
+                alert_type: alert.alert_type,
+                chain_id: chain_id.clone(),
+                author: Some(alert.author),
+                runbook_url: alert.runbook_url,
+                mcp_selection: alert
+                    .mcp_selection
+                    .map(|s| serde_json::to_value(s).expect("selection serialises")),
+            })
+            .await
+            .map_err(|e| SubmitError::Internal(e.to_string()))?;
+        Ok(AlertAccepted {
+            session_id: id,
+            chain_id,
+            status: SessionStatus::Pending,
+        })
+    }
+
+    async fn cancel(&self, session_id: &str) -> Result<CancelOutcome, CancelError> {
+        let session = self.store.get_session(session_id).await.map_err(|e| {
+            if e.is_not_found() {
+                CancelError::NotFound(session_id.to_string())
+            } else {
+                CancelError::Internal(e.to_string())
+            }
+        })?;
+        if !session.status.is_terminal() {
+            self.store
+                .update_session_status(session_id, SessionStatus::Cancelling)
+                .await
+                .map_err(|e| CancelError::Internal(e.to_string()))?;
+            return Ok(CancelOutcome::Session {
+                status: SessionStatus::Cancelling,
+            });
+        }
+        let internal = |e: tarsy_store::StoreError| CancelError::Internal(e.to_string());
+        if let Some(chat) = self
+            .store
+            .chat_for_session(session_id)
+            .await
+            .map_err(internal)?
+            && let Some(stage) = self
+                .store
+                .active_stage_for_chat(&chat.id)
+                .await
+                .map_err(internal)?
+        {
+            self.store
+                .update_stage_status(&stage.id, ExecutionStatus::Cancelled, Some("cancelled"))
+                .await
+                .map_err(internal)?;
+            return Ok(CancelOutcome::Chat {
+                chat_id: chat.id,
+                stage_id: stage.id,
+            });
+        }
+        Err(CancelError::NothingToCancel {
+            status: session.status,
+        })
+    }
+
+    async fn submit_chat_message(
+        &self,
+        submission: ChatSubmission,
+    ) -> Result<ChatAccepted, ChatError> {
+        let internal = |e: tarsy_store::StoreError| ChatError::Internal(e.to_string());
+        let session = self
+            .store
+            .get_session(&submission.session_id)
+            .await
+            .map_err(internal)?;
+        if self.chat_disabled.contains(&session.chain_id) {
+            return Err(ChatError::Disabled(session.chain_id));
+        }
+        let chat = self
+            .store
+            .get_or_create_chat(&session.id, Some(&submission.author))
+            .await
+            .map_err(internal)?;
+        let message = self
+            .store
+            .create_chat_user_message(
+                &chat.record.id,
+                &submission.content,
+                Some(&submission.author),
+            )
+            .await
+            .map_err(internal)?;
+        if self
+            .store
+            .active_stage_for_chat(&chat.record.id)
+            .await
+            .map_err(internal)?
+            .is_some()
+        {
+            // Seed rule: a refused question leaves no orphan message behind.
+            self.store
+                .delete_chat_user_message(&message.id)
+                .await
+                .map_err(internal)?;
+            return Err(ChatError::Busy {
+                chat_id: chat.record.id,
+            });
+        }
+        let index = self
+            .store
+            .max_stage_index(&session.id)
+            .await
+            .map_err(internal)?
+            .map_or(0, |i| i + 1);
+        let stage = self
+            .store
+            .create_stage(NewStage {
+                id: None,
+                session_id: session.id.clone(),
+                stage_name: "Chat Response".into(),
+                stage_index: index,
+                expected_agent_count: 1,
+                parallel_type: None,
+                success_policy: None,
+                chat_id: Some(chat.record.id.clone()),
+                chat_user_message_id: Some(message.id.clone()),
+            })
+            .await
+            .map_err(internal)?;
+        Ok(ChatAccepted {
+            chat_id: chat.record.id,
+            message_id: message.id,
+            stage_id: stage.id,
+            chat_created: chat.created,
+        })
+    }
+}
+
+// ------------------------------------------------------------ server
+
+/// One API instance served on 127.0.0.1:0.
+pub struct TestApp {
+    pub base: String,
+    pub ws_url: String,
+    pub store: Store,
+    pub hub: EventHub,
+    pub publisher: Arc<StorePublisher>,
+    pub http: reqwest::Client,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl TestApp {
+    /// Serves an API on `store` with the fake control.
+    pub async fn start(store: Store) -> Self {
+        Self::start_with(store, ApiConfig::default(), |api| api).await
+    }
+
+    /// Serves an API with explicit settings and extra wiring.
+    pub async fn start_with(
+        store: Store,
+        config: ApiConfig,
+        wire: impl FnOnce(Api) -> Api,
+    ) -> Self {
+        let hub = EventHub::start(store.clone());
+        let control = Arc::new(FakeControl::new(store.clone()));
+        let app = wire(Api::new(hub.clone(), control, config)).router();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self {
+            base: format!("http://{addr}"),
+            ws_url: format!("ws://{addr}/api/v1/ws"),
+            publisher: hub.publisher(),
+            hub,
+            store,
+            http: reqwest::Client::new(),
+            server,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self.http.get(self.url(path)).send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.post_raw(path, body.to_string()).await
+    }
+
+    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
+        let r = self
+            .http
+            .post(self.url(path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Submits a PodCrashLooping alert; returns the session id.
+    pub async fn submit(&self) -> String {
+        let (status, body) = self
+            .post_json(
+                "/api/v1/alerts",
+                &json!({"alert_type": "PodCrashLooping", "data": {"pod": "api-7"}}),
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+        body["session_id"].as_str().unwrap().to_string()
+    }
+}
+
+// ------------------------------------------------------------ WebSocket client
+
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Connects and reads the welcome message.
+pub async fn ws_connect(url: &str) -> Ws {
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let hello = ws_next(&mut ws).await;
+    assert_eq!(hello["type"], "connection.established", "{hello}");
+    ws
+}
+
+pub async fn ws_send(ws: &mut Ws, message: Value) {
+    ws.send(Message::Text(message.to_string().into()))
+        .await
+        .unwrap();
+}
+
+/// The next JSON message (fails after 10 s).
+pub async fn ws_next(ws: &mut Ws) -> Value {
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("no WebSocket message within 10 s")
+            .expect("WebSocket closed")
+            .expect("WebSocket error");
+        if let Message::Text(text) = frame {
+            return serde_json::from_str(&text).unwrap();
+        }
+    }
+}
+
+/// Asserts that nothing arrives for `ms` milliseconds.
+pub async fn ws_quiet(ws: &mut Ws, ms: u64) {
+    if let Ok(Some(Ok(Message::Text(text)))) =
+        tokio::time::timeout(Duration::from_millis(ms), ws.next()).await
+    {
+        panic!("unexpected WebSocket message: {text}");
+    }
+}
+
+/// Subscribes and returns the confirmation.
+pub async fn ws_subscribe(ws: &mut Ws, channel: &str) {
+    ws_send(ws, json!({"action": "subscribe", "channel": channel})).await;
+    let confirmed = ws_next(ws).await;
+    assert_eq!(confirmed["type"], "subscription.confirmed", "{confirmed}");
+    assert_eq!(confirmed["channel"], channel);
+}
