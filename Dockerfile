@@ -1,0 +1,44 @@
+# syntax=docker/dockerfile:1
+# The `tarsy` image: one binary for every role (controller, api, webhooks,
+# runner, mcp-bridge, serve). Build from the repository root:
+#   docker build -t tarsy .
+# The LLM service has its own image: docker build -f llm-service/Dockerfile .
+
+# Toolchain: the workspace needs Rust >= 1.89 (edition 2024); pinned for
+# reproducible builds. Builder and runtime share Debian bookworm, so the
+# binary's glibc matches.
+ARG RUST_VERSION=1.95
+ARG DEBIAN_RELEASE=bookworm
+
+FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
+WORKDIR /src
+# Every workspace member must be present for cargo to load the workspace. The
+# proto is compiled with protox (pure Rust), so no protoc is needed; rustls
+# with ring needs only the C compiler the rust image already has.
+COPY Cargo.toml Cargo.lock ./
+COPY crds crds
+COPY proto proto
+COPY operator operator
+COPY webhooks webhooks
+COPY e2e e2e
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked -p tarsy \
+ && install -D -m 0755 target/release/tarsy /out/tarsy
+
+FROM debian:${DEBIAN_RELEASE}-slim
+# ca-certificates: TLS to Postgres, remote MCP servers and the Kubernetes API.
+# coreutils (`cp`, in the base image) is needed: the operator's init container
+# runs `cp /usr/local/bin/tarsy /tarsy-bin/tarsy` in this image to hand the
+# binary to stdio MCP servers' containers.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent tarsy
+COPY --from=build /out/tarsy /usr/local/bin/tarsy
+# Nothing is written to the root filesystem: the image runs with
+# readOnlyRootFilesystem (logs go to stderr, state to Postgres).
+USER 10001:10001
+ENV TARSY_LOG_JSON=true
+ENTRYPOINT ["/usr/local/bin/tarsy"]
+CMD ["--help"]

