@@ -5,6 +5,12 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod controller;
+mod investigate;
+mod mcp_bridge;
+mod serve;
+mod webhooks;
+
 /// TARSy investigates alerts with LLM agents and MCP tools.
 #[derive(Debug, Parser)]
 #[command(name = "tarsy", version, about)]
@@ -25,19 +31,52 @@ enum Command {
         #[arg(long, default_value = "crds/manifests")]
         out: PathBuf,
     },
+    /// Serve a stdio MCP server over streamable HTTP at http://ADDR:PORT/mcp
+    /// (used for stdio servers inside investigation pods).
+    McpBridge(mcp_bridge::BridgeArgs),
+    /// Local mode: the REST/WebSocket API and the orchestration in one
+    /// process (SQLite, no cluster).
+    Serve(serve::ServeArgs),
+    /// Investigate one alert locally, with live progress, then print the
+    /// final analysis and executive summary.
+    Investigate(investigate::InvestigateArgs),
+    /// Serve the Alertmanager bridge and the validating admission webhook.
+    Webhooks(webhooks::WebhooksArgs),
+    /// Run the Kubernetes operator: reconcile Alerts, Chains and
+    /// AgentExecutions, run investigation pods.
+    Controller(controller::ControllerArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_logging(cli.log_json);
+    // The investigate report owns the terminal: only warnings are logged.
+    let default_level = match cli.command {
+        Command::Investigate(_) => "warn",
+        _ => "info",
+    };
+    init_logging(cli.log_json, default_level);
     match cli.command {
         Command::Crdgen { out } => crdgen(&out),
+        Command::McpBridge(args) => {
+            let code = mcp_bridge::run(args).await?;
+            std::process::exit(code);
+        }
+        Command::Serve(args) => serve::run(args).await,
+        Command::Webhooks(args) => webhooks::run(args).await,
+        Command::Controller(args) => controller::run(args).await,
+        Command::Investigate(args) => {
+            if !investigate::run(args).await? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
     }
 }
 
-fn init_logging(json: bool) {
+fn init_logging(json: bool, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

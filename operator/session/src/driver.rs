@@ -1,0 +1,128 @@
+//! Admission: which sessions this process drives. Pending sessions are
+//! claimed oldest first while fewer than `maxConcurrentSessions` are in
+//! progress; sessions left in progress by a dead process are taken back at
+//! start-up.
+
+use std::sync::Arc;
+
+use tarsy_chain::{PendingSession, admit};
+use tarsy_core::SessionStatus;
+use tarsy_store::SessionFilter;
+use tokio::sync::Notify;
+
+use crate::error::Result;
+use crate::runner;
+use crate::runtime::{RunningSession, Runtime, lock};
+
+/// Starts driving `session_id` unless this process drives it already.
+fn spawn_runner(rt: &Arc<Runtime>, session_id: String) {
+    let wake = Arc::new(Notify::new());
+    {
+        let mut running = lock(&rt.running);
+        if running.contains_key(&session_id) {
+            return;
+        }
+        running.insert(session_id.clone(), RunningSession { wake: wake.clone() });
+    }
+    let rt2 = rt.clone();
+    rt.tasks
+        .spawn(async move { runner::drive(rt2, session_id, wake).await });
+}
+
+/// Sessions in progress (or cancelling) that this process must take back:
+/// those it owned before a restart (same pod id) and those whose owner has
+/// shown no sign of life for the orphan timeout.
+pub(crate) async fn recover(rt: &Arc<Runtime>) -> Result<usize> {
+    let mut ids = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = rt
+            .store
+            .list_sessions(&SessionFilter {
+                statuses: vec![SessionStatus::InProgress, SessionStatus::Cancelling],
+                limit: Some(500),
+                offset: Some(offset),
+                ..SessionFilter::default()
+            })
+            .await?;
+        let n = page.sessions.len() as i64;
+        ids.extend(
+            page.sessions
+                .into_iter()
+                .filter(|s| s.pod_id.as_deref() == Some(rt.pod_id.as_str()) || s.pod_id.is_none())
+                .map(|s| s.id),
+        );
+        offset += n;
+        if n == 0 || offset >= page.total {
+            break;
+        }
+    }
+    let stale_before = chrono::Utc::now()
+        - chrono::Duration::from_std(rt.settings.orphan_timeout).unwrap_or_default();
+    for s in rt.store.find_orphaned_sessions(stale_before).await? {
+        if !ids.contains(&s.id) {
+            ids.push(s.id);
+        }
+    }
+    let count = ids.len();
+    for id in ids {
+        tracing::info!(session_id = %id, "taking back a session left in progress");
+        spawn_runner(rt, id);
+    }
+    Ok(count)
+}
+
+/// Claims pending sessions while the limit allows, oldest first.
+async fn admit_pending(rt: &Arc<Runtime>) -> Result<()> {
+    let in_progress = rt
+        .store
+        .count_sessions_with_status(&[SessionStatus::InProgress, SessionStatus::Cancelling])
+        .await?;
+    let in_progress = usize::try_from(in_progress).unwrap_or(usize::MAX);
+    // The state machine's admission rule decides how many may start; the
+    // store's claim hands them out oldest first, atomically.
+    let page = rt
+        .store
+        .list_sessions(&SessionFilter {
+            statuses: vec![SessionStatus::Pending],
+            limit: Some(1000),
+            ..SessionFilter::default()
+        })
+        .await?;
+    let pending: Vec<PendingSession<chrono::DateTime<chrono::Utc>>> = page
+        .sessions
+        .iter()
+        .map(|s| PendingSession {
+            id: s.id.clone(),
+            created: s.created_at,
+        })
+        .collect();
+    let admitted = admit(&pending, in_progress, Some(rt.max_concurrent));
+    for _ in admitted {
+        if rt.shutdown.is_cancelled() {
+            break;
+        }
+        match rt.store.claim_next_pending_session(&rt.pod_id).await? {
+            Some(session) => {
+                tracing::info!(session_id = %session.id, chain = %session.chain_id, "session admitted");
+                spawn_runner(rt, session.id);
+            }
+            None => break,
+        }
+    }
+    Ok(())
+}
+
+/// The admission loop: runs until shutdown.
+pub(crate) async fn admission_loop(rt: Arc<Runtime>) {
+    loop {
+        if let Err(e) = admit_pending(&rt).await {
+            tracing::warn!(error = %e, "admitting pending sessions failed");
+        }
+        tokio::select! {
+            _ = rt.shutdown.cancelled() => return,
+            _ = rt.admission.notified() => {}
+            _ = tokio::time::sleep(rt.settings.poll_interval) => {}
+        }
+    }
+}

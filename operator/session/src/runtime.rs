@@ -1,0 +1,403 @@
+//! What every session and chat task of the process shares, and the steps
+//! they have in common: events, tools, one agent execution, the executive
+//! summary.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tarsy_config::Config;
+use tarsy_core::recorder::{SESSIONS_CHANNEL, session_channel};
+use tarsy_core::{
+    ConversationMessage, EventPublisher, ExecutionRecorder, ExecutionStatus, LlmInteractionType,
+    McpServerConfig, NewLlmInteraction, RecordScope, ResolvedAgentConfig, SessionStatus,
+    TimelineEventType,
+};
+use tarsy_crds::ChainSpec;
+use tarsy_engine::fallback::CircuitBreakers;
+use tarsy_engine::llm::{Chunk, GenerateInput};
+use tarsy_engine::prompt::{FailedServer, PromptBuilder};
+use tarsy_engine::recording::Recorder;
+use tarsy_engine::runbook::{CachingRunbookSource, RunbookError, RunbookFetcher, RunbookSettings};
+use tarsy_engine::{
+    ChatContext, ExecutionContext, ExecutionResult, InMemoryToolExecutor, LlmClient, ToolExecutor,
+    run_agent,
+};
+use tarsy_masking::MaskingService;
+use tarsy_mcp::{ExecutorRequest, McpClientFactory};
+use tarsy_store::Store;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::llm::LlmRouter;
+use crate::tools::McpTools;
+
+/// Timing knobs of the driver (tests shorten them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverSettings {
+    /// How often the admission loop looks for pending sessions even when
+    /// nobody woke it (sessions created by another process).
+    pub poll_interval: Duration,
+    /// How often a running session records that its owner is alive.
+    pub heartbeat_interval: Duration,
+    /// A session in progress whose owner showed no sign of life for this
+    /// long is taken over (its owner died) at start-up.
+    pub orphan_timeout: Duration,
+    /// Limit of the executive summary call.
+    pub summary_timeout: Duration,
+    /// How long shutdown waits for running executions to record their end.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for DriverSettings {
+    fn default() -> Self {
+        Self {
+            poll_interval: Duration::from_secs(2),
+            heartbeat_interval: Duration::from_secs(30),
+            orphan_timeout: Duration::from_secs(5 * 60),
+            summary_timeout: Duration::from_secs(120),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why an execution that was still running is recorded as failed.
+pub(crate) const INTERRUPTED_BY_SHUTDOWN: &str =
+    "interrupted: TARSy shut down before the execution finished";
+
+/// A session being driven by this process.
+pub(crate) struct RunningSession {
+    /// Wakes the session's loop (a cancel request arrived).
+    pub(crate) wake: Arc<Notify>,
+}
+
+/// A chat answer being produced.
+pub(crate) struct ActiveChat {
+    /// The session the chat belongs to.
+    pub(crate) session_id: String,
+    /// The stage answering the message (empty while it is being created).
+    pub(crate) stage_id: String,
+    /// Cancels the answer.
+    pub(crate) cancel: CancellationToken,
+}
+
+/// Downloads runbooks over HTTP(S).
+pub(crate) struct HttpRunbookFetcher {
+    client: reqwest::Client,
+}
+
+impl HttpRunbookFetcher {
+    pub(crate) fn new() -> Self {
+        Self {
+            client: reqwest::Client::new(),
+        }
+    }
+}
+
+#[async_trait]
+impl RunbookFetcher for HttpRunbookFetcher {
+    async fn fetch(&self, url: &str) -> Result<String, RunbookError> {
+        let response = self
+            .client
+            .get(url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(|e| RunbookError::fetch(url, e.to_string()))?;
+        response
+            .text()
+            .await
+            .map_err(|e| RunbookError::fetch(url, e.to_string()))
+    }
+}
+
+/// The shared state of the local driver.
+pub(crate) struct Runtime {
+    pub(crate) store: Store,
+    pub(crate) config: Arc<Config>,
+    pub(crate) llm: Arc<LlmRouter>,
+    pub(crate) mcp: Arc<McpClientFactory>,
+    pub(crate) mcp_configs: BTreeMap<String, McpServerConfig>,
+    pub(crate) masking: Arc<MaskingService>,
+    pub(crate) publisher: Arc<dyn EventPublisher>,
+    pub(crate) breakers: Arc<CircuitBreakers>,
+    pub(crate) runbooks: CachingRunbookSource<HttpRunbookFetcher>,
+    pub(crate) pod_id: String,
+    pub(crate) max_concurrent: usize,
+    pub(crate) settings: DriverSettings,
+    pub(crate) running: Mutex<HashMap<String, RunningSession>>,
+    pub(crate) chats: Mutex<HashMap<String, ActiveChat>>,
+    /// Wakes the admission loop (a session was submitted or ended).
+    pub(crate) admission: Notify,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) tasks: TaskTracker,
+}
+
+/// Locks a mutex, surviving a poisoned one (the maps stay usable).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One agent execution to run.
+pub(crate) struct ExecutionRequest {
+    pub(crate) session_id: String,
+    pub(crate) stage_id: String,
+    pub(crate) execution_id: String,
+    pub(crate) alert_type: String,
+    pub(crate) alert_data: String,
+    pub(crate) runbook: Option<String>,
+    pub(crate) config: ResolvedAgentConfig,
+    pub(crate) prev_context: Option<String>,
+    pub(crate) chat: Option<ChatContext>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) deadline: Instant,
+}
+
+impl Runtime {
+    pub(crate) fn recorder(&self) -> Arc<dyn ExecutionRecorder> {
+        Arc::new(self.store.clone())
+    }
+
+    /// Publishes a persistent event; delivery is best effort (the records
+    /// are stored already).
+    pub(crate) async fn publish(&self, session_id: &str, channel: &str, payload: Value) {
+        if let Err(e) = self.publisher.publish(session_id, channel, payload).await {
+            tracing::warn!(%session_id, %channel, error = %e, "event not published");
+        }
+    }
+
+    /// `session.status` on the session's channel and on the session list.
+    pub(crate) async fn publish_session_status(&self, session_id: &str, status: SessionStatus) {
+        let payload = json!({
+            "type": "session.status",
+            "session_id": session_id,
+            "status": status.as_str(),
+            "timestamp": Utc::now().to_rfc3339(),
+        });
+        self.publish(session_id, &session_channel(session_id), payload.clone())
+            .await;
+        self.publish(session_id, SESSIONS_CHANNEL, payload).await;
+    }
+
+    /// `stage.status` (started, completed, failed, timed_out, cancelled).
+    pub(crate) async fn publish_stage_status(
+        &self,
+        session_id: &str,
+        stage_id: &str,
+        stage_name: &str,
+        stage_index: i64,
+        status: &str,
+    ) {
+        let payload = json!({
+            "type": "stage.status",
+            "session_id": session_id,
+            "stage_id": stage_id,
+            "stage_name": stage_name,
+            "stage_index": stage_index,
+            "status": status,
+            "timestamp": Utc::now().to_rfc3339(),
+        });
+        self.publish(session_id, &session_channel(session_id), payload)
+            .await;
+    }
+
+    /// Configurations of the servers an agent uses (prompt instructions).
+    fn server_configs(&self, names: &[String]) -> Vec<McpServerConfig> {
+        names
+            .iter()
+            .filter_map(|n| self.mcp_configs.get(n).cloned())
+            .collect()
+    }
+
+    /// Runs one execution to its end: marks it active, opens its MCP
+    /// sessions (child processes for stdio servers), runs the engine, closes
+    /// the sessions. The caller records the terminal status.
+    pub(crate) async fn run_execution(&self, req: ExecutionRequest) -> ExecutionResult {
+        if let Err(e) = self
+            .store
+            .update_agent_execution_status(&req.execution_id, ExecutionStatus::Active, None)
+            .await
+        {
+            tracing::warn!(execution_id = %req.execution_id, error = %e, "cannot mark execution active");
+        }
+        let scope = RecordScope {
+            session_id: req.session_id.clone(),
+            stage_id: Some(req.stage_id.clone()),
+            execution_id: Some(req.execution_id.clone()),
+        };
+        let (tools, mcp_tools, failed): (Arc<dyn ToolExecutor>, _, Vec<FailedServer>) = if req
+            .config
+            .mcp_servers
+            .is_empty()
+        {
+            (Arc::new(InMemoryToolExecutor::new()), None, Vec::new())
+        } else {
+            let request = ExecutorRequest::new(
+                req.config.mcp_servers.clone(),
+                req.config.tool_filter.clone(),
+            )
+            .with_recorder(self.recorder(), scope);
+            let created = tokio::select! {
+                created = self.mcp.create_executor(request) => created,
+                _ = req.cancel.cancelled() => {
+                    return ExecutionResult::ended(ExecutionStatus::Cancelled, "cancelled before the MCP servers started", Default::default(), 0);
+                }
+                _ = tokio::time::sleep_until(req.deadline) => {
+                    return ExecutionResult::ended(ExecutionStatus::TimedOut, "session timed out while the MCP servers started", Default::default(), 0);
+                }
+            };
+            match created {
+                Ok(executor) => {
+                    let tools = Arc::new(McpTools::new(executor));
+                    let failed = tools.failed_servers();
+                    (tools.clone() as Arc<dyn ToolExecutor>, Some(tools), failed)
+                }
+                Err(e) => {
+                    return ExecutionResult::ended(
+                        ExecutionStatus::Failed,
+                        format!("cannot set up MCP tools: {e}"),
+                        Default::default(),
+                        0,
+                    );
+                }
+            }
+        };
+        for f in &failed {
+            tracing::warn!(session_id = %req.session_id, server = %f.server, error = %f.error, "MCP server unavailable for this execution");
+        }
+        let mut ctx = ExecutionContext::new(
+            req.session_id,
+            req.stage_id,
+            req.execution_id,
+            req.alert_type,
+            req.alert_data,
+            req.config.clone(),
+            self.llm.clone() as Arc<dyn LlmClient>,
+            tools.clone(),
+            self.recorder(),
+            self.publisher.clone(),
+        );
+        ctx.runbook_content = req.runbook;
+        ctx.mcp_servers = self.server_configs(&req.config.mcp_servers);
+        ctx.failed_servers = failed;
+        ctx.chat = req.chat;
+        ctx.breakers = self.breakers.clone();
+        ctx.cancel = req.cancel;
+        ctx.deadline = Some(req.deadline);
+        let result = run_agent(ctx, req.prev_context).await;
+        if let Some(t) = mcp_tools {
+            // Stdio servers are child processes: they exit here.
+            let _ = t.close().await;
+        }
+        result
+    }
+
+    /// The executive summary of a final analysis: one tool-less LLM call
+    /// (fail-open: the caller records the error and completes the session),
+    /// recorded as a session-level LLM interaction and, on success, as a
+    /// session-level `executive_summary` timeline event.
+    pub(crate) async fn executive_summary(
+        &self,
+        session_id: &str,
+        chain: &ChainSpec,
+        final_analysis: &str,
+    ) -> Result<String, String> {
+        let resolved = self
+            .config
+            .resolve_executive_summary(chain)
+            .map_err(|e| format!("cannot resolve the executive summary provider: {e}"))?;
+        let prompts = PromptBuilder::new();
+        let messages = vec![
+            ConversationMessage::system(prompts.executive_summary_system_prompt()),
+            ConversationMessage::user(prompts.executive_summary_user_prompt(final_analysis)),
+        ];
+        let input = GenerateInput {
+            session_id: session_id.to_string(),
+            execution_id: String::new(),
+            messages: messages.clone(),
+            provider: resolved.llm_provider.clone(),
+            native_tools_override: None,
+            backend: resolved.backend,
+            tools: Vec::new(),
+            clear_cache: false,
+        };
+        let started = std::time::Instant::now();
+        let call = async {
+            let mut stream = self.llm.generate(input).await.map_err(|e| e.to_string())?;
+            let mut text = String::new();
+            let mut usage = None;
+            while let Some(chunk) = stream.next().await {
+                match chunk {
+                    Chunk::Text(t) => text.push_str(&t),
+                    Chunk::Usage(u) => usage = Some(u),
+                    Chunk::Error(e) => return Err(e.to_string()),
+                    _ => {}
+                }
+            }
+            Ok((text, usage))
+        };
+        let outcome = match tokio::time::timeout(self.settings.summary_timeout, call).await {
+            Ok(Ok((text, _))) if text.trim().is_empty() => {
+                Err("the model returned an empty executive summary".to_string())
+            }
+            Ok(o) => o,
+            Err(_) => Err(format!(
+                "executive summary timed out after {}s",
+                self.settings.summary_timeout.as_secs()
+            )),
+        };
+        let scope = RecordScope {
+            session_id: session_id.to_string(),
+            stage_id: None,
+            execution_id: None,
+        };
+        let (text, usage, error) = match &outcome {
+            Ok((text, usage)) => (text.trim().to_string(), *usage, None),
+            Err(e) => (String::new(), None, Some(e.clone())),
+        };
+        let interaction = NewLlmInteraction {
+            scope: scope.clone(),
+            interaction_type: LlmInteractionType::ExecutiveSummary,
+            provider: resolved.llm_provider.name.clone(),
+            model: resolved.llm_provider.model.clone(),
+            last_message_id: None,
+            llm_request: json!({
+                "messages": messages,
+                "messages_count": messages.len(),
+                "tools": [],
+                "backend": resolved.backend.as_str(),
+            }),
+            llm_response: json!({"text_length": text.len()}),
+            thinking_content: None,
+            response_text: text.clone(),
+            usage,
+            duration_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+            error_message: error.clone(),
+        };
+        if let Err(e) = self.store.create_llm_interaction(interaction).await {
+            tracing::warn!(%session_id, error = %e, "cannot record the executive summary call");
+        }
+        if let Some(e) = error {
+            return Err(e);
+        }
+        let mut recorder = Recorder::new(scope, self.recorder(), self.publisher.clone());
+        if let Err(e) = recorder
+            .create_completed(TimelineEventType::ExecutiveSummary, &text, json!({}))
+            .await
+        {
+            tracing::warn!(%session_id, error = %e, "cannot record the executive summary event");
+        }
+        Ok(text)
+    }
+}
+
+/// The runbook source of the process.
+pub(crate) fn runbook_source() -> CachingRunbookSource<HttpRunbookFetcher> {
+    CachingRunbookSource::new(HttpRunbookFetcher::new(), RunbookSettings::default())
+}

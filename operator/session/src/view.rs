@@ -1,0 +1,240 @@
+//! The state machine's view of a session, read from the store. Every
+//! decision is re-derivable from it, which is what makes a restart lose
+//! nothing: a session left in progress by a dead process is read back, the
+//! executions that died with it are closed as failed (their conversation
+//! lived in that process and cannot be continued), and the machine carries
+//! on from there — starting the next stage, synthesis or summary as if
+//! nothing had happened.
+
+use std::collections::HashMap;
+
+use tarsy_chain::{
+    ChainPlan, ExecutionView, ExecutiveSummaryView, SessionView, StageKind, StageView,
+};
+use tarsy_core::{
+    ExecutionKind, ExecutionStatus, IterationStrategy, SessionStatus, TimelineEventStatus,
+    TimelineEventType,
+};
+use tarsy_store::{AgentExecution, NewAgentExecution, Session, Stage, Store};
+
+use crate::error::Result;
+
+/// Why an execution found running at start-up is recorded as failed.
+pub(crate) const INTERRUPTED_BY_RESTART: &str = "interrupted: the TARSy process running this \
+     execution stopped before it finished (an execution cannot be resumed mid-conversation)";
+
+/// What the runner knows about one stage record.
+#[derive(Debug, Clone)]
+pub(crate) struct StageMeta {
+    pub(crate) id: String,
+    pub(crate) name: String,
+}
+
+/// The view plus the record ids behind it.
+pub(crate) struct Loaded {
+    pub(crate) view: SessionView,
+    pub(crate) stages: HashMap<u32, StageMeta>,
+    /// `(stage db_index, execution index)` → execution id.
+    pub(crate) executions: HashMap<(u32, u32), String>,
+    /// Executions closed as failed because their process died.
+    pub(crate) interrupted: usize,
+}
+
+/// Deterministic id of a session's stage record, so that applying a
+/// `StartStage` twice (a retry after a storage error) finds the first one.
+pub(crate) fn stage_id(session_id: &str, db_index: u32) -> String {
+    format!("{session_id}-s{db_index}")
+}
+
+/// Deterministic id of an execution of a stage record.
+pub(crate) fn execution_id(stage_id: &str, index: u32) -> String {
+    format!("{stage_id}-e{index}")
+}
+
+/// The last final analysis an execution recorded.
+pub(crate) async fn final_analysis_of(store: &Store, execution_id: &str) -> Result<Option<String>> {
+    let events = store.execution_timeline(execution_id).await?;
+    Ok(events
+        .iter()
+        .rev()
+        .find(|e| e.event_type == TimelineEventType::FinalAnalysis)
+        .map(|e| e.content.clone()))
+}
+
+/// Closes an execution that cannot continue: its streaming timeline events
+/// are marked failed and the execution failed with `reason`.
+pub(crate) async fn close_interrupted(
+    store: &Store,
+    execution_id: &str,
+    reason: &str,
+) -> Result<()> {
+    for event in store.execution_timeline(execution_id).await? {
+        if event.status == TimelineEventStatus::Streaming {
+            store
+                .complete_timeline_event(
+                    &event.id,
+                    &event.content,
+                    TimelineEventStatus::Failed,
+                    None,
+                )
+                .await?;
+        }
+    }
+    store
+        .update_agent_execution_status(execution_id, ExecutionStatus::Failed, Some(reason))
+        .await?;
+    Ok(())
+}
+
+fn kind_of(stage: &Stage, executions: &[AgentExecution]) -> StageKind {
+    if executions
+        .iter()
+        .any(|e| e.kind == ExecutionKind::Synthesis)
+        || (executions.is_empty() && stage.stage_name.ends_with(" - Synthesis"))
+    {
+        StageKind::Synthesis
+    } else {
+        StageKind::Investigation
+    }
+}
+
+/// Reads the session's investigation stages and executions into a view,
+/// closing executions that were running (they belonged to a process that is
+/// gone: this is only called when nobody else drives the session) and
+/// creating, as failed, executions a stage expected but never got.
+pub(crate) async fn load(
+    store: &Store,
+    session: &Session,
+    plan: &ChainPlan,
+    deadline_passed: bool,
+) -> Result<Loaded> {
+    let mut view = SessionView {
+        status: session.status,
+        cancel_requested: session.status == SessionStatus::Cancelling,
+        deadline_passed,
+        stages: Vec::new(),
+        executive_summary: match (&session.executive_summary, &session.executive_summary_error) {
+            (Some(s), _) => ExecutiveSummaryView::Generated(s.clone()),
+            (None, Some(e)) => ExecutiveSummaryView::Failed(e.clone()),
+            (None, None) => ExecutiveSummaryView::NotRequested,
+        },
+    };
+    let mut stages = HashMap::new();
+    let mut executions = HashMap::new();
+    let mut interrupted = 0;
+    let mut next_config_index = 0usize;
+    let mut last_investigation = 0usize;
+
+    for stage in store.list_stages(&session.id).await? {
+        if stage.chat_id.is_some() {
+            continue;
+        }
+        let db_index = u32::try_from(stage.stage_index).unwrap_or(u32::MAX);
+        let mut rows = store.list_agent_executions(&stage.id).await?;
+        let kind = kind_of(&stage, &rows);
+        let config_index = match kind {
+            StageKind::Investigation => {
+                last_investigation = next_config_index;
+                next_config_index += 1;
+                last_investigation
+            }
+            StageKind::Synthesis => last_investigation,
+        };
+
+        // Executions the stage expected but that were never created.
+        if !stage.status.is_terminal() && (rows.len() as i64) < stage.expected_agent_count {
+            let planned: Vec<(u32, String, ExecutionKind)> = match kind {
+                StageKind::Synthesis => plan
+                    .stages
+                    .get(config_index)
+                    .map(|s| vec![(1, s.synthesis_agent.clone(), ExecutionKind::Synthesis)])
+                    .unwrap_or_default(),
+                StageKind::Investigation => plan
+                    .stages
+                    .get(config_index)
+                    .map(|s| {
+                        s.executions
+                            .iter()
+                            .zip(1u32..)
+                            .map(|(e, i)| (i, e.display_name.clone(), ExecutionKind::Investigation))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            };
+            for (index, name, exec_kind) in planned {
+                if rows.iter().any(|r| r.agent_index == i64::from(index)) {
+                    continue;
+                }
+                let created = store
+                    .create_agent_execution(NewAgentExecution {
+                        id: Some(execution_id(&stage.id, index)),
+                        stage_id: stage.id.clone(),
+                        session_id: session.id.clone(),
+                        agent_name: name,
+                        agent_index: i64::from(index),
+                        kind: exec_kind,
+                        iteration_strategy: if exec_kind == ExecutionKind::Synthesis {
+                            IterationStrategy::Synthesis
+                        } else {
+                            IterationStrategy::NativeThinking
+                        },
+                        llm_provider: None,
+                    })
+                    .await?;
+                rows.push(created);
+            }
+            rows.sort_by_key(|r| r.agent_index);
+        }
+
+        let mut exec_views = Vec::new();
+        for mut row in rows {
+            let index = u32::try_from(row.agent_index).unwrap_or(u32::MAX);
+            if !row.status.is_terminal() {
+                close_interrupted(store, &row.id, INTERRUPTED_BY_RESTART).await?;
+                row.status = ExecutionStatus::Failed;
+                row.error_message = Some(INTERRUPTED_BY_RESTART.to_string());
+                interrupted += 1;
+            }
+            let final_analysis = if row.status == ExecutionStatus::Completed {
+                final_analysis_of(store, &row.id).await?
+            } else {
+                None
+            };
+            executions.insert((db_index, index), row.id.clone());
+            exec_views.push(ExecutionView {
+                index,
+                display_name: row.agent_name.clone(),
+                status: row.status,
+                final_analysis,
+                error: row.error_message.clone(),
+                stopping: false,
+            });
+        }
+        stages.insert(
+            db_index,
+            StageMeta {
+                id: stage.id.clone(),
+                name: stage.stage_name.clone(),
+            },
+        );
+        view.stages.push(StageView {
+            db_index,
+            config_index,
+            kind,
+            // A stage not finished yet is active: the machine finishes it
+            // from its executions.
+            status: if stage.status.is_terminal() {
+                stage.status
+            } else {
+                ExecutionStatus::Active
+            },
+            executions: exec_views,
+        });
+    }
+    Ok(Loaded {
+        view,
+        stages,
+        executions,
+        interrupted,
+    })
+}

@@ -1,0 +1,247 @@
+//! Restart recovery on SQLite and Postgres: sessions left in progress by a
+//! process that is gone are resumed from the store by the level-triggered
+//! machine, or failed with a clear reason where an execution cannot be
+//! resumed — never stuck.
+
+mod common;
+
+use serde_json::json;
+use tarsy_core::{
+    ExecutionKind, ExecutionStatus, IterationStrategy, NewTimelineEvent, RecordScope,
+    SessionStatus, TimelineEventStatus, TimelineEventType,
+};
+use tarsy_scripted_llm::{ScriptedLlm, ScriptedResponse};
+use tarsy_store::{NewAgentExecution, NewSession, NewStage, Store};
+
+use common::*;
+
+const TWO_STAGES: &str = r#"
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: two}
+spec:
+  alertTypes: [Two]
+  llmProvider: test-llm
+  iterationStrategy: native-thinking
+  stages:
+  - name: first
+    agent: Alpha
+  - name: second
+    agent: Delta
+"#;
+
+/// A session claimed by `pod` (in progress) with stage 1 and its single
+/// execution in `status`; returns (stage id, execution id).
+async fn crashed_session(store: &Store, id: &str, status: ExecutionStatus) -> (String, String) {
+    store
+        .create_session(NewSession {
+            id: id.into(),
+            alert_data: "pod: web-1".into(),
+            alert_type: "Two".into(),
+            chain_id: "two".into(),
+            author: Some("tester".into()),
+            runbook_url: None,
+            mcp_selection: None,
+        })
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_next_pending_session("test-pod")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, id);
+    let stage = store
+        .create_stage(NewStage {
+            id: Some(format!("{id}-s1")),
+            session_id: id.into(),
+            stage_name: "first".into(),
+            stage_index: 1,
+            expected_agent_count: 1,
+            parallel_type: None,
+            success_policy: None,
+            chat_id: None,
+            chat_user_message_id: None,
+        })
+        .await
+        .unwrap();
+    let exec = store
+        .create_agent_execution(NewAgentExecution {
+            id: Some(format!("{id}-s1-e1")),
+            stage_id: stage.id.clone(),
+            session_id: id.into(),
+            agent_name: "Alpha".into(),
+            agent_index: 1,
+            kind: ExecutionKind::Investigation,
+            iteration_strategy: IterationStrategy::NativeThinking,
+            llm_provider: Some("test-llm".into()),
+        })
+        .await
+        .unwrap();
+    store
+        .update_stage_status(&stage.id, ExecutionStatus::Active, None)
+        .await
+        .unwrap();
+    store
+        .update_agent_execution_status(&exec.id, status, None)
+        .await
+        .unwrap();
+    let scope = RecordScope {
+        session_id: id.into(),
+        stage_id: Some(stage.id.clone()),
+        execution_id: Some(exec.id.clone()),
+    };
+    if status == ExecutionStatus::Completed {
+        store
+            .create_timeline_event(NewTimelineEvent {
+                scope,
+                sequence_number: 1,
+                event_type: TimelineEventType::FinalAnalysis,
+                status: TimelineEventStatus::Completed,
+                content: "STAGE ONE RESULT: the cache leaks".into(),
+                metadata: json!({}),
+            })
+            .await
+            .unwrap();
+        store
+            .update_stage_status(&stage.id, ExecutionStatus::Completed, None)
+            .await
+            .unwrap();
+    } else {
+        store
+            .create_timeline_event(NewTimelineEvent {
+                scope,
+                sequence_number: 1,
+                event_type: TimelineEventType::LlmResponse,
+                status: TimelineEventStatus::Streaming,
+                content: "half an answ".into(),
+                metadata: json!({}),
+            })
+            .await
+            .unwrap();
+    }
+    (stage.id, exec.id)
+}
+
+/// The process died between stages: the next start resumes with stage 2,
+/// which gets stage 1's analysis as context, and completes the session.
+async fn resumes_between_stages(db_url: String) {
+    let store = Store::connect(&db_url).await.unwrap();
+    crashed_session(&store, "resume-1", ExecutionStatus::Completed).await;
+    store.close().await;
+
+    let script = ScriptedLlm::new();
+    script
+        .push_route("Delta", ScriptedResponse::text("FINAL after restart."))
+        .push(ScriptedResponse::text("Summary after restart."));
+    let peers = Peers::start(script).await;
+    let app = start(config(&peers, TWO_STAGES), &peers, &db_url).await;
+    let session = finish(&app, "resume-1").await;
+    assert_eq!(session.status, SessionStatus::Completed, "{session:?}");
+    assert_eq!(
+        session.final_analysis.as_deref(),
+        Some("FINAL after restart.")
+    );
+    assert_eq!(
+        session.executive_summary.as_deref(),
+        Some("Summary after restart.")
+    );
+    let stages = stages(app.store(), "resume-1").await;
+    assert_eq!(stages.len(), 2);
+    assert_eq!(stages[1].0.stage_name, "second");
+    let requests = peers.script().requests();
+    assert_eq!(requests.len(), 2, "stage 1 is not run again");
+    let delta: String = requests[0]
+        .request
+        .messages
+        .iter()
+        .map(|m| m.content.clone())
+        .collect();
+    assert!(delta.contains("STAGE ONE RESULT: the cache leaks"));
+    app.shutdown().await;
+}
+
+/// The process died in the middle of an execution: its conversation is
+/// gone, so the execution is closed as failed with the reason (its
+/// streaming event too), the stage fails and so does the session — it does
+/// not stay in progress.
+async fn fails_interrupted_execution(db_url: String) {
+    let store = Store::connect(&db_url).await.unwrap();
+    let (_, exec_id) = crashed_session(&store, "crash-1", ExecutionStatus::Active).await;
+    store.close().await;
+
+    let peers = Peers::start(ScriptedLlm::new()).await;
+    let app = start(config(&peers, TWO_STAGES), &peers, &db_url).await;
+    let session = finish(&app, "crash-1").await;
+    assert_eq!(session.status, SessionStatus::Failed);
+    let error = session.error_message.unwrap();
+    assert!(error.contains("interrupted"), "{error}");
+    let exec = app.store().get_agent_execution(&exec_id).await.unwrap();
+    assert_eq!(exec.status, ExecutionStatus::Failed);
+    let events = app.store().execution_timeline(&exec_id).await.unwrap();
+    assert_eq!(events[0].status, TimelineEventStatus::Failed);
+    assert_eq!(events[0].content, "half an answ");
+    assert_eq!(peers.script().request_count(), 0);
+    app.shutdown().await;
+}
+
+/// A graceful shutdown interrupts the running execution (recorded as
+/// failed, with the reason) and leaves the session for the next start,
+/// which ends it instead of leaving it in progress; a pending session
+/// waits for the next start and then runs.
+async fn shutdown_then_restart(db_url: String) {
+    let script = ScriptedLlm::new();
+    script.push_route("Alpha", ScriptedResponse::hang());
+    let peers = Peers::start(script).await;
+    let mut first = options(config(&peers, TWO_STAGES), &peers, &db_url);
+    first.max_concurrent_sessions = Some(1);
+    let app = tarsy_session::LocalApp::start(first).await.unwrap();
+    let running = submit(&app, "Two").await;
+    wait_active_execution(app.store(), &running).await;
+    let waiting = submit(&app, "Two").await;
+    app.shutdown().await;
+
+    let store = Store::connect(&db_url).await.unwrap();
+    assert_eq!(
+        store.get_session(&running).await.unwrap().status,
+        SessionStatus::InProgress
+    );
+    assert_eq!(
+        store.get_session(&waiting).await.unwrap().status,
+        SessionStatus::Pending
+    );
+    let execs = store.list_session_executions(&running).await.unwrap();
+    assert_eq!(execs[0].status, ExecutionStatus::Failed);
+    assert!(
+        execs[0]
+            .error_message
+            .as_deref()
+            .unwrap()
+            .contains("shut down")
+    );
+    store.close().await;
+
+    let script = ScriptedLlm::new();
+    script
+        .push_route("Alpha", ScriptedResponse::text("Alpha after restart."))
+        .push_route("Delta", ScriptedResponse::text("Delta after restart."))
+        .push(ScriptedResponse::text("Summary."));
+    let peers = Peers::start(script).await;
+    let app = start(config(&peers, TWO_STAGES), &peers, &db_url).await;
+    let ended = finish(&app, &running).await;
+    assert_eq!(ended.status, SessionStatus::Failed);
+    assert!(ended.error_message.unwrap().contains("shut down"));
+    let resumed = finish(&app, &waiting).await;
+    assert_eq!(resumed.status, SessionStatus::Completed);
+    assert_eq!(
+        resumed.final_analysis.as_deref(),
+        Some("Delta after restart.")
+    );
+    app.shutdown().await;
+}
+
+on_both_backends!(
+    resumes_between_stages,
+    fails_interrupted_execution,
+    shutdown_then_restart,
+);

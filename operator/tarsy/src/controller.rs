@@ -1,0 +1,141 @@
+//! `tarsy controller`: the Kubernetes operator (reconcilers, investigation
+//! pods, leader election, metrics). The logic lives in `tarsy-controller`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use tarsy_config::{Defaults, DefaultsSpec};
+use tarsy_controller::{LeaderElection, PodSettings, Settings};
+use tarsy_crds::SecretKeyRef;
+
+/// Flags of `tarsy controller` (each also read from its environment variable).
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Postgres URL of the session store.
+    #[arg(long, env = "TARSY_DATABASE_URL")]
+    database_url: String,
+    /// The tarsy image (runner, bridge binary).
+    #[arg(long, env = "TARSY_IMAGE")]
+    image: String,
+    /// Image of stdio MCP servers that name none (default: the tarsy image).
+    #[arg(long, env = "TARSY_MCP_RUNTIME_IMAGE")]
+    mcp_runtime_image: Option<String>,
+    /// Image pull policy of investigation pods.
+    #[arg(long, env = "TARSY_IMAGE_PULL_POLICY")]
+    image_pull_policy: Option<String>,
+    /// Service account of investigation pods when the chain names none.
+    #[arg(
+        long,
+        env = "TARSY_INVESTIGATOR_SERVICE_ACCOUNT",
+        default_value = "tarsy-investigator"
+    )]
+    investigator_service_account: String,
+    /// Secret holding the Postgres URL for runners, as NAME/KEY.
+    #[arg(
+        long,
+        env = "TARSY_DATABASE_SECRET",
+        default_value = "tarsy-database/url"
+    )]
+    database_secret: String,
+    /// Address of the LLM service as runners reach it.
+    #[arg(
+        long,
+        env = "TARSY_LLM_SERVICE_ADDR",
+        default_value = "http://tarsy-llm-service:50051"
+    )]
+    llm_service_addr: String,
+    /// Seconds a pod may fail to start (image pull, bad config) before its execution fails.
+    #[arg(long, env = "TARSY_POD_START_TIMEOUT_SECONDS", default_value_t = 300)]
+    pod_start_timeout_seconds: u64,
+    /// Watch only this namespace (default: all).
+    #[arg(long, env = "TARSY_WATCH_NAMESPACE")]
+    namespace: Option<String>,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "TARSY_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Take a Lease before acting (required with more than one replica).
+    #[arg(long, env = "TARSY_LEADER_ELECTION")]
+    leader_election: bool,
+    /// Name of the Lease.
+    #[arg(long, env = "TARSY_LEASE_NAME", default_value = "tarsy-operator")]
+    lease_name: String,
+    /// Namespace of the Lease (default: the pod's namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// This replica's identity in the Lease (default: the pod name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+}
+
+/// Runs the operator until it fails or loses leadership.
+pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
+    let spec = DefaultsSpec::from_env(&|name| std::env::var(name).ok()).map_err(|errors| {
+        anyhow::anyhow!(
+            "invalid defaults in the environment: {}",
+            errors
+                .iter()
+                .map(|(at, p)| format!("{at}: {p}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    let mut defaults = Defaults::default();
+    defaults.apply(&spec).map_err(|errors| {
+        anyhow::anyhow!(
+            "invalid defaults: {}",
+            errors
+                .iter()
+                .map(|(f, p)| format!("{f}: {p}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    let (secret_name, secret_key) = args
+        .database_secret
+        .split_once('/')
+        .context("--database-secret must be NAME/KEY")?;
+
+    let mut pod = PodSettings::new(args.image.clone());
+    if let Some(img) = args.mcp_runtime_image {
+        pod.mcp_runtime_image = img;
+    }
+    pod.image_pull_policy = args.image_pull_policy;
+    pod.default_service_account = args.investigator_service_account;
+    pod.database_url_secret = SecretKeyRef {
+        name: secret_name.to_string(),
+        key: secret_key.to_string(),
+    };
+    pod.llm_service_addr = args.llm_service_addr;
+
+    let identity = args
+        .identity
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("tarsy-operator-{}", std::process::id()));
+    let settings = Settings {
+        pod,
+        max_concurrent_sessions: Some(defaults.max_concurrent_sessions as usize),
+        defaults,
+        pod_start_timeout: Duration::from_secs(args.pod_start_timeout_seconds),
+        namespace: args.namespace,
+        http_addr: Some(args.metrics_addr),
+        leader_election: args.leader_election.then(|| LeaderElection {
+            lease_name: args.lease_name,
+            namespace: args.lease_namespace,
+            identity,
+            lease_seconds: 15,
+        }),
+        reporter: "tarsy-operator".into(),
+    };
+
+    let store = tarsy_store::Store::connect(&args.database_url)
+        .await
+        .context("connecting to the session store")?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    tarsy_controller::run(client, store, settings)
+        .await
+        .context("operator stopped")
+}

@@ -1,0 +1,375 @@
+//! `tarsy investigate ALERT_FILE --config DIR`: one alert, in process, with
+//! live progress on stderr (stages, agents, iterations, tool calls) and the
+//! final analysis and executive summary on stdout (or one JSON object with
+//! `--json`). Exits non-zero unless the investigation completed.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use tarsy_api::NewAlert;
+use tarsy_core::recorder::session_channel;
+use tarsy_core::{McpSelection, McpServerSelection, SessionStatus};
+use tarsy_events::ClientMessage;
+use tarsy_session::{DEFAULT_LLM_ADDR, LocalApp, LocalOptions};
+use tarsy_store::{Session, Store};
+
+use crate::serve::load_config;
+
+/// Arguments of `tarsy investigate`.
+#[derive(Debug, clap::Args)]
+pub struct InvestigateArgs {
+    /// Alert manifest (`kind: Alert`) to investigate.
+    pub alert_file: PathBuf,
+    /// Configuration directory: Chain, Agent, MCPServer and LLMProvider
+    /// manifests (`*.yaml`), with `${VAR}` environment interpolation.
+    #[arg(long, env = "TARSY_CONFIG_DIR")]
+    pub config: PathBuf,
+    /// Print one JSON object (session_id, status, final_analysis,
+    /// executive_summary, ...) on stdout instead of the report.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep the records in this database instead of a private in-memory
+    /// one (`sqlite:PATH` or `postgres://…`; use one no other TARSy drives).
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// The LLM service (gRPC) for every provider but `scripted` ones.
+    #[arg(long, env = "TARSY_LLM_ADDR", default_value = DEFAULT_LLM_ADDR)]
+    pub llm_addr: String,
+    /// No progress on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn new_alert(alert: tarsy_crds::Alert) -> NewAlert {
+    let spec = alert.spec;
+    NewAlert {
+        alert_type: spec.alert_type,
+        data: spec.data,
+        chain: spec.chain_ref,
+        runbook_url: spec.runbook_url,
+        mcp_selection: spec.mcp_selection.map(|s| McpSelection {
+            servers: s
+                .servers
+                .into_iter()
+                .map(|srv| McpServerSelection {
+                    name: srv.name,
+                    tools: srv.tools,
+                })
+                .collect(),
+            native_tools: s.native_tools,
+        }),
+        author: spec.author.unwrap_or_else(|| "tarsy-cli".into()),
+    }
+}
+
+/// Runs the command; true when the investigation completed (the caller
+/// exits non-zero otherwise).
+pub async fn run(args: InvestigateArgs) -> anyhow::Result<bool> {
+    let config = load_config(&args.config)?;
+    let alert = tarsy_config::load_alert_file(&args.alert_file, &tarsy_config::loader::process_env)
+        .map_err(|errors| {
+            let list: Vec<String> = errors.0.iter().map(|e| format!("  - {e}")).collect();
+            anyhow::anyhow!(
+                "{} is not a valid Alert:\n{}",
+                args.alert_file.display(),
+                list.join("\n")
+            )
+        })?;
+    let mut options = LocalOptions::new(config, &args.config);
+    options.llm_addr = args.llm_addr;
+    options.recover = false;
+    options.pod_id = format!("investigate-{}", std::process::id());
+    if let Some(url) = args.database_url {
+        options.database_url = url;
+    }
+    let app = LocalApp::start(options)
+        .await
+        .context("starting local mode")?;
+    let outcome = follow(&app, new_alert(alert), args.quiet || args.json).await;
+    let session = match outcome {
+        Ok(s) => s,
+        Err(e) => {
+            app.shutdown().await;
+            return Err(e);
+        }
+    };
+    let report = if args.json {
+        serde_json::to_string_pretty(&json_report(app.store(), &session).await)?
+    } else {
+        text_report(&session)
+    };
+    app.shutdown().await;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{report}")?;
+    Ok(session.status == SessionStatus::Completed)
+}
+
+/// Submits the alert and shows its progress until it ends.
+async fn follow(app: &LocalApp, alert: NewAlert, quiet: bool) -> anyhow::Result<Session> {
+    let mut calls = app.llm_calls();
+    let accepted = app
+        .control()
+        .submit_alert(alert)
+        .await
+        .map_err(|e| anyhow::anyhow!("the alert was refused: {e}"))?;
+    let session_id = accepted.session_id;
+    let mut progress = Progress::new(app.store().clone(), quiet);
+    progress.line(format!(
+        "investigating with chain {} (session {session_id})",
+        accepted.chain_id
+    ));
+    for w in app.warnings() {
+        progress.line(format!("warning: {w}"));
+    }
+    let mut conn = app.hub().connection();
+    for msg in conn
+        .handle_client(ClientMessage::Subscribe {
+            channel: session_channel(&session_id),
+            last_event_id: None,
+        })
+        .await
+    {
+        progress.event(&msg).await;
+    }
+    let mut poll = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tokio::select! {
+            item = conn.recv_bus() => {
+                if let Some(item) = item {
+                    for msg in conn.handle_bus(item).await {
+                        progress.event(&msg).await;
+                    }
+                }
+            }
+            notice = calls.recv() => {
+                if let Ok(n) = notice
+                    && n.session_id == session_id
+                {
+                    progress.llm_call(&n.execution_id).await;
+                }
+            }
+            _ = poll.tick() => {
+                let session = app.store().get_session(&session_id).await?;
+                if session.status.is_terminal() {
+                    // Let the driver finish its last writes.
+                    return Ok(app.wait_for_terminal(&session_id, Duration::from_secs(30)).await?);
+                }
+            }
+        }
+    }
+}
+
+/// Live progress on stderr.
+struct Progress {
+    store: Store,
+    quiet: bool,
+    agents: HashMap<String, String>,
+    iterations: HashMap<String, u32>,
+}
+
+fn clip(text: &str, max: usize) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let cut: String = one_line.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}
+
+impl Progress {
+    fn new(store: Store, quiet: bool) -> Self {
+        Self {
+            store,
+            quiet,
+            agents: HashMap::new(),
+            iterations: HashMap::new(),
+        }
+    }
+
+    fn line(&self, text: String) {
+        if !self.quiet {
+            eprintln!("{text}");
+        }
+    }
+
+    async fn agent(&mut self, execution_id: &str) -> String {
+        if let Some(name) = self.agents.get(execution_id) {
+            return name.clone();
+        }
+        let name = self
+            .store
+            .get_agent_execution(execution_id)
+            .await
+            .map(|e| e.agent_name)
+            .unwrap_or_else(|_| "agent".into());
+        self.agents.insert(execution_id.to_string(), name.clone());
+        name
+    }
+
+    async fn llm_call(&mut self, execution_id: &str) {
+        if execution_id.is_empty() {
+            self.line("▶ executive summary".into());
+            return;
+        }
+        let n = self.iterations.entry(execution_id.to_string()).or_default();
+        *n += 1;
+        let n = *n;
+        let agent = self.agent(execution_id).await;
+        self.line(format!("  {agent} · iteration {n}"));
+    }
+
+    async fn event(&mut self, msg: &Value) {
+        let text = |k: &str| msg.get(k).and_then(Value::as_str).unwrap_or_default();
+        match text("type") {
+            "stage.status" => {
+                let index = msg.get("stage_index").and_then(Value::as_i64).unwrap_or(0);
+                let name = text("stage_name");
+                match text("status") {
+                    "started" => self.line(format!("▶ stage {index}: {name}")),
+                    status => self.line(format!("  stage {index}: {name} {status}")),
+                }
+            }
+            "session.status" => {
+                let status = text("status");
+                if status != "pending" && status != "in_progress" {
+                    self.line(format!("■ session {status}"));
+                }
+            }
+            "timeline_event.created" | "timeline_event.completed" => {
+                self.timeline(msg).await;
+            }
+            _ => {}
+        }
+    }
+
+    async fn timeline(&mut self, msg: &Value) {
+        let text = |k: &str| msg.get(k).and_then(Value::as_str).unwrap_or_default();
+        let created = text("type") == "timeline_event.created";
+        let status = text("status");
+        let finished = status != "streaming";
+        let content = text("content");
+        let execution_id = text("execution_id").to_string();
+        let agent = if execution_id.is_empty() {
+            String::new()
+        } else {
+            self.agent(&execution_id).await
+        };
+        let meta = msg.get("metadata").cloned().unwrap_or(Value::Null);
+        let meta_text = |k: &str| {
+            meta.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        match text("event_type") {
+            "llm_tool_call" if created => {
+                let server = meta_text("server_name");
+                let tool = meta_text("tool_name");
+                let name = if server.is_empty() || tool.starts_with(&format!("{server}.")) {
+                    tool
+                } else {
+                    format!("{server}.{tool}")
+                };
+                let args = match meta.get("arguments") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Null) | None => String::new(),
+                    Some(v) => v.to_string(),
+                };
+                self.line(format!("    ⚙ {agent} calls {name}({})", clip(&args, 120)));
+            }
+            "llm_tool_call" if finished => {
+                self.line(format!("      → {}", clip(content, 160)));
+            }
+            "llm_thinking" if finished && !content.is_empty() => {
+                self.line(format!("    … {}", clip(content, 160)));
+            }
+            "final_analysis" if finished => {
+                self.line(format!(
+                    "    ✓ {agent} concluded ({} characters)",
+                    content.chars().count()
+                ));
+            }
+            "mcp_tool_summary" if finished => {
+                self.line(format!("      (summarized) {}", clip(content, 120)));
+            }
+            "error" if finished => self.line(format!("    ! {agent}: {}", clip(content, 200))),
+            "executive_summary" if finished => {
+                self.line("  executive summary written".into());
+            }
+            "provider_fallback" => self.line(format!("    ! {}", clip(content, 160))),
+            _ => {}
+        }
+    }
+}
+
+fn text_report(session: &Session) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "# Investigation {} — {}\n\n",
+        session.id, session.status
+    ));
+    if let Some(e) = &session.error_message {
+        out.push_str(&format!("**Error:** {e}\n\n"));
+    }
+    out.push_str("## Executive summary\n\n");
+    match (&session.executive_summary, &session.executive_summary_error) {
+        (Some(s), _) => out.push_str(s.trim()),
+        (None, Some(e)) => out.push_str(&format!("(not available: {e})")),
+        (None, None) => out.push_str("(none)"),
+    }
+    out.push_str("\n\n## Final analysis\n\n");
+    out.push_str(
+        session
+            .final_analysis
+            .as_deref()
+            .map(str::trim)
+            .unwrap_or("(none)"),
+    );
+    out
+}
+
+async fn json_report(store: &Store, session: &Session) -> Value {
+    let mut stages = Vec::new();
+    if let Ok(list) = store.list_stages(&session.id).await {
+        for stage in list {
+            let executions: Vec<Value> = store
+                .list_agent_executions(&stage.id)
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| {
+                    json!({
+                        "agent": e.agent_name,
+                        "status": e.status,
+                        "error": e.error_message,
+                    })
+                })
+                .collect();
+            stages.push(json!({
+                "name": stage.stage_name,
+                "index": stage.stage_index,
+                "status": stage.status,
+                "error": stage.error_message,
+                "executions": executions,
+            }));
+        }
+    }
+    json!({
+        "session_id": session.id,
+        "status": session.status,
+        "chain": session.chain_id,
+        "alert_type": session.alert_type,
+        "final_analysis": session.final_analysis,
+        "executive_summary": session.executive_summary,
+        "executive_summary_error": session.executive_summary_error,
+        "error": session.error_message,
+        "stages": stages,
+        "started_at": session.started_at,
+        "completed_at": session.completed_at,
+    })
+}

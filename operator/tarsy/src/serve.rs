@@ -1,0 +1,163 @@
+//! `tarsy serve`: local mode — the REST/WebSocket API and the orchestration
+//! in one process, SQLite by default (Postgres with `DATABASE_URL`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use tarsy_session::{DEFAULT_LLM_ADDR, LocalApp, LocalOptions};
+
+/// Arguments of `tarsy serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Configuration directory: Chain, Agent, MCPServer and LLMProvider
+    /// manifests (`*.yaml`), with `${VAR}` environment interpolation.
+    #[arg(long, env = "TARSY_CONFIG_DIR")]
+    pub config: PathBuf,
+    /// Port of the API.
+    #[arg(long, env = "TARSY_PORT", default_value_t = 8080)]
+    pub port: u16,
+    /// Address to listen on: an IP (with --port) or IP:PORT.
+    #[arg(long, env = "TARSY_LISTEN", default_value = "127.0.0.1")]
+    pub listen: String,
+    /// Database: `postgres://…`, `sqlite:PATH` or `sqlite::memory:`.
+    /// Default: a SQLite file in --data-dir.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Directory of the default SQLite database.
+    #[arg(long, env = "TARSY_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The LLM service (gRPC) for every provider but `scripted` ones.
+    #[arg(long, env = "TARSY_LLM_ADDR", default_value = DEFAULT_LLM_ADDR)]
+    pub llm_addr: String,
+    /// Owner id of the sessions this process runs; keep it stable across
+    /// restarts so sessions left in progress are taken back.
+    #[arg(long, env = "TARSY_POD_ID")]
+    pub pod_id: Option<String>,
+}
+
+/// `$XDG_DATA_HOME/tarsy`, else `$HOME/.local/share/tarsy`, else `.tarsy`.
+fn default_data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("tarsy");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(h).join(".local/share/tarsy");
+    }
+    PathBuf::from(".tarsy")
+}
+
+fn listen_addr(listen: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    if let Ok(addr) = listen.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let ip: IpAddr = listen
+        .parse()
+        .with_context(|| format!("--listen {listen:?} is neither an IP address nor IP:PORT"))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// Loads a configuration directory, listing every problem found.
+pub fn load_config(dir: &Path) -> anyhow::Result<tarsy_config::Config> {
+    tarsy_config::load_dir(dir).map_err(|errors| {
+        let list: Vec<String> = errors.0.iter().map(|e| format!("  - {e}")).collect();
+        anyhow::anyhow!(
+            "the configuration in {} is invalid:\n{}",
+            dir.display(),
+            list.join("\n")
+        )
+    })
+}
+
+/// Runs `tarsy serve` until Ctrl-C or SIGTERM.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = load_config(&args.config)?;
+    let database_url = match args.database_url {
+        Some(url) => url,
+        None => {
+            let dir = args.data_dir.unwrap_or_else(default_data_dir);
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("creating the data directory {}", dir.display()))?;
+            format!("sqlite:{}", dir.join("tarsy.db").display())
+        }
+    };
+    let mut options = LocalOptions::new(config, &args.config);
+    options.database_url = database_url.clone();
+    options.llm_addr = args.llm_addr;
+    options.listen = Some(listen_addr(&args.listen, args.port)?);
+    if let Some(pod_id) = args.pod_id {
+        options.pod_id = pod_id;
+    }
+    let app = LocalApp::start(options)
+        .await
+        .context("starting local mode")?;
+    if let Some(addr) = app.api_addr() {
+        tracing::info!(%addr, database = %redact(&database_url), "TARSy is serving (local mode)");
+        eprintln!("TARSy API on http://{addr}  (WebSocket: ws://{addr}/api/v1/ws)");
+    }
+    wait_for_stop().await;
+    eprintln!("shutting down: running executions are interrupted and resumed on the next start");
+    app.shutdown().await;
+    Ok(())
+}
+
+/// A database URL without its password, for logs.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+async fn wait_for_stop() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_accepts_ip_or_socket_address() {
+        assert_eq!(
+            listen_addr("0.0.0.0", 9000).unwrap(),
+            "0.0.0.0:9000".parse().unwrap()
+        );
+        assert_eq!(
+            listen_addr("127.0.0.1:7000", 9000).unwrap(),
+            "127.0.0.1:7000".parse().unwrap()
+        );
+        assert!(listen_addr("localhost", 1).is_err());
+    }
+
+    #[test]
+    fn passwords_never_reach_the_log() {
+        assert_eq!(
+            redact("postgres://tarsy:secret@db:5432/tarsy"),
+            "postgres://tarsy:***@db:5432/tarsy"
+        );
+        assert_eq!(redact("sqlite:/tmp/t.db"), "sqlite:/tmp/t.db");
+    }
+}
