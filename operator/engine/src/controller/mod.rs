@@ -69,6 +69,7 @@ pub(crate) fn finish(run: &Run<'_>, outcome: Result<ExecutionResult, Stop>) -> E
                     ExecutionStatus::Failed,
                     format!("recording the execution failed: {e}"),
                 ),
+                Stop::Fatal(message) => (ExecutionStatus::Failed, message),
             };
             ExecutionResult::ended(status, msg, run.usage, run.state.current_iteration)
         }

@@ -38,7 +38,14 @@ pub(crate) enum Stop {
     SessionTimeout,
     /// Storage failed (infrastructure).
     Record(RecordError),
+    /// The LLM service rejected the configuration itself (bad credentials,
+    /// unknown backend): no feedback to the model can fix it, so the run fails
+    /// at once instead of spending every remaining iteration on it.
+    Fatal(String),
 }
+
+/// LLM service error codes that mean the configuration is wrong.
+const FATAL_LLM_CODES: &[&str] = &["credentials", "invalid_backend"];
 
 impl From<RecordError> for Stop {
     fn from(e: RecordError) -> Self {
@@ -436,7 +443,15 @@ impl<'a> Run<'a> {
             ),
             CallError::Stop(stop) => return Err(stop),
         };
+        let fatal = meta
+            .get("code")
+            .and_then(|c| c.as_str())
+            .is_some_and(|c| FATAL_LLM_CODES.contains(&c))
+            && meta.get("retryable").and_then(|r| r.as_bool()) == Some(false);
         self.error_event(&message, meta).await?;
+        if fatal {
+            return Err(Stop::Fatal(message));
+        }
         self.state.record_failure(message.clone(), is_timeout);
         Ok(message)
     }
@@ -749,6 +764,7 @@ impl<'a> Run<'a> {
                     CallError::Stop(Stop::Cancelled) => "cancelled".to_string(),
                     CallError::Stop(Stop::SessionTimeout) => "session timeout reached".to_string(),
                     CallError::Stop(Stop::Record(r)) => format!("recording failed: {r}"),
+                    CallError::Stop(Stop::Fatal(m)) => m.clone(),
                 };
                 (
                     (req.classify)(&LlmResponse::default()),

@@ -553,6 +553,35 @@ async fn without_a_fallback_retryable_errors_are_fed_back() {
 }
 
 #[tokio::test]
+async fn rejected_credentials_fail_at_once_instead_of_looping() {
+    for strategy in [IterationStrategy::Langchain, IterationStrategy::React] {
+        let h = Harness::new().await;
+        h.script.push(ScriptedResponse::error(
+            "credentials",
+            "API key invalid",
+            false,
+        ));
+        // Would answer if the engine (wrongly) tried again.
+        h.script
+            .push(ScriptedResponse::text("should never be requested"));
+        let result = run_agent(h.ctx(config(strategy, 5)), None).await;
+        assert_eq!(result.status, ExecutionStatus::Failed, "{strategy}");
+        let error = result.error.unwrap();
+        assert!(
+            error.contains("API key invalid") && error.contains("credentials"),
+            "{error}"
+        );
+        assert_eq!(
+            h.script.requests().len(),
+            1,
+            "{strategy}: no second provider call"
+        );
+        assert_eq!(h.events_of(T::Error).len(), 1);
+        assert!(h.events_of(T::FinalAnalysis).is_empty());
+    }
+}
+
+#[tokio::test]
 async fn storage_failure_fails_the_execution_with_the_reason() {
     let h = Harness::new().await;
     h.script.push(ScriptedResponse::text("x"));
