@@ -278,7 +278,7 @@ impl Answer {
             tracing::warn!(%session_id, error = %e, "cannot record the user question");
         }
         let context = match rt.store.session_timeline(&session_id).await {
-            Ok(events) => format_investigation_context(&events),
+            Ok(events) => format_investigation_context(&group_by_execution(events)),
             Err(e) => {
                 self.finish(
                     ExecutionStatus::Failed,
@@ -380,4 +380,82 @@ async fn close_stale_stage(rt: &Runtime, stage_id: &str) -> Result<(), StoreErro
         )
         .await?;
     Ok(())
+}
+
+/// Orders a session timeline for formatting: parallel executions interleave
+/// in creation order, but the formatter pairs each tool call with the summary
+/// that follows it, so each execution's events are kept together (executions
+/// in order of first appearance, events in their own sequence order).
+fn group_by_execution(events: Vec<tarsy_core::TimelineEvent>) -> Vec<tarsy_core::TimelineEvent> {
+    let mut first_seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut keyed: Vec<((usize, i64, usize), tarsy_core::TimelineEvent)> = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let key = match &e.scope.execution_id {
+                Some(id) => (
+                    *first_seen.entry(id.clone()).or_insert(i),
+                    e.sequence_number,
+                    i,
+                ),
+                None => (i, 0, i),
+            };
+            (key, e)
+        })
+        .collect();
+    keyed.sort_by_key(|(k, _)| *k);
+    keyed.into_iter().map(|(_, e)| e).collect()
+}
+
+#[cfg(test)]
+mod grouping_tests {
+    use super::group_by_execution;
+    use tarsy_core::{RecordScope, TimelineEvent, TimelineEventStatus, TimelineEventType};
+
+    fn ev(exec: Option<&str>, seq: i64, content: &str) -> TimelineEvent {
+        TimelineEvent {
+            id: content.into(),
+            scope: RecordScope {
+                session_id: "s".into(),
+                stage_id: exec.map(|_| "st".into()),
+                execution_id: exec.map(str::to_string),
+            },
+            sequence_number: seq,
+            event_type: TimelineEventType::LlmResponse,
+            status: TimelineEventStatus::Completed,
+            content: content.into(),
+            metadata: serde_json::json!({}),
+            created_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn parallel_executions_are_not_interleaved() {
+        let events = vec![
+            ev(Some("a"), 1, "a1"),
+            ev(Some("b"), 1, "b1"),
+            ev(Some("a"), 2, "a2-call"),
+            ev(Some("b"), 2, "b2-call"),
+            ev(Some("a"), 3, "a3-summary"),
+            ev(None, 0, "exec-summary"),
+            ev(Some("c"), 1, "chat"),
+        ];
+        let order: Vec<String> = group_by_execution(events)
+            .into_iter()
+            .map(|e| e.content)
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "a1",
+                "a2-call",
+                "a3-summary",
+                "b1",
+                "b2-call",
+                "exec-summary",
+                "chat"
+            ]
+        );
+    }
 }
