@@ -120,7 +120,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         pod_start_timeout: Duration::from_secs(args.pod_start_timeout_seconds),
         namespace: args.namespace,
         http_addr: Some(args.metrics_addr),
-        leader_election: args.leader_election.then(|| LeaderElection {
+        leader_election: args.leader_election.then_some(LeaderElection {
             lease_name: args.lease_name,
             namespace: args.lease_namespace,
             identity,

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod controller;
 mod investigate;
 mod mcp_bridge;
+mod runner;
 mod serve;
 mod webhooks;
 
@@ -45,11 +46,17 @@ enum Command {
     /// Run the Kubernetes operator: reconcile Alerts, Chains and
     /// AgentExecutions, run investigation pods.
     Controller(controller::ControllerArgs),
+    /// Run one AgentExecution (inside its investigation pod).
+    Runner(runner::RunnerArgs),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // Two rustls crypto providers are linked (kube uses ring, reqwest's
+    // default is aws-lc-rs): choose one for the whole process, before any
+    // subcommand opens a TLS connection.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     // The investigate report owns the terminal: only warnings are logged.
     let default_level = match cli.command {
         Command::Investigate(_) => "warn",
@@ -65,6 +72,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Webhooks(args) => webhooks::run(args).await,
         Command::Controller(args) => controller::run(args).await,
+        Command::Runner(args) => {
+            let code = runner::run(args).await?;
+            std::process::exit(code);
+        }
         Command::Investigate(args) => {
             if !investigate::run(args).await? {
                 std::process::exit(1);

@@ -1,0 +1,766 @@
+//! The Alert reconcile, sans IO: from what is observed (the Alert, its
+//! AgentExecutions, the namespace's configuration, admission, the clock) it
+//! computes what to do ([`AlertOutcome`]): the new status, executions to
+//! create or stop, Postgres writes and Events. [`crate::controller`] performs
+//! them. Everything is derived from resources on every call, so an operator
+//! restart loses nothing and a repeated reconcile changes nothing.
+//!
+//! Stage records live in `status.stages`; each lists its executions by their
+//! deterministic names. Executions a record lists but that do not exist yet
+//! are created again (the status is written after creation, so this only
+//! happens when a previous reconcile stopped half-way).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use tarsy_chain::{
+    Action, ChainPlan, ExecutionPlan, ExecutionView, ExecutiveSummaryView, SessionView, StageKind,
+    StagePlan, StageStart, StageView, StopReason, decide,
+};
+use tarsy_config::{Config, ResolveError, resolved_spec};
+use tarsy_core::{ExecutionKind, ExecutionStatus, SessionStatus};
+use tarsy_crds::{
+    AgentExecution, AgentExecutionSpec, Alert, AlertPhase, AlertStatus, ChainSpec,
+    MAX_STATUS_TEXT_CHARS, StageRef, StageStatus, clip,
+};
+use tarsy_store::{NewAgentExecution, NewSession, NewStage};
+
+use crate::conditions;
+use crate::names;
+use crate::pod::{LABEL_ALERT, LABEL_MANAGED_BY, LABEL_SESSION, MANAGED_BY};
+
+/// Annotation asking an execution to stop: `cancelled` or `timed_out`.
+pub const STOP_ANNOTATION: &str = "tarsy.dev/stop";
+
+/// How often a Pending alert re-checks admission and a running one re-checks
+/// its deadline at the latest.
+pub const PENDING_RECHECK: Duration = Duration::from_secs(10);
+
+/// Postgres writes the reconcile asks for (all idempotent).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreOp {
+    /// Create the session row (id = Alert UID).
+    CreateSession(NewSession),
+    /// The session is running.
+    StartSession {
+        /// Session id.
+        session_id: String,
+    },
+    /// Create a stage row.
+    CreateStage(NewStage),
+    /// Create an execution row.
+    CreateExecution(NewAgentExecution),
+    /// Record a stage's outcome.
+    FinishStage {
+        /// Stage row id.
+        stage_id: String,
+        /// Outcome.
+        status: ExecutionStatus,
+        /// Why it did not complete.
+        error: Option<String>,
+    },
+    /// Record the session's end.
+    FinishSession {
+        /// Session id.
+        session_id: String,
+        /// Terminal status.
+        status: SessionStatus,
+        /// Conclusion.
+        final_analysis: Option<String>,
+        /// Why the executive summary is missing.
+        executive_summary_error: Option<String>,
+        /// Why it failed.
+        error: Option<String>,
+    },
+}
+
+/// A Kubernetes Event to publish about the Alert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventNote {
+    /// Warning (true) or Normal.
+    pub warning: bool,
+    /// CamelCase reason, e.g. `StageStarted`.
+    pub reason: String,
+    /// Human text (never a secret).
+    pub note: String,
+}
+
+/// Everything one reconcile needs to know.
+#[derive(Debug, Clone, Copy)]
+pub struct AlertInputs<'a> {
+    /// The Alert (with name, namespace, uid).
+    pub alert: &'a Alert,
+    /// The configuration of the Alert's namespace.
+    pub config: &'a Config,
+    /// The Alert's AgentExecutions, by name.
+    pub executions: &'a BTreeMap<String, AgentExecution>,
+    /// Whether the concurrency limit lets this session start now.
+    pub admitted: bool,
+    /// The clock.
+    pub now: Timestamp,
+}
+
+/// What one reconcile decided.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlertOutcome {
+    /// The complete status to apply.
+    pub status: AlertStatus,
+    /// AgentExecutions to create (deterministic names; AlreadyExists is fine).
+    pub create: Vec<AgentExecution>,
+    /// Executions to stop, by name.
+    pub stop: Vec<(String, StopReason)>,
+    /// Postgres writes, to perform before anything else.
+    pub store: Vec<StoreOp>,
+    /// Events to publish.
+    pub events: Vec<EventNote>,
+    /// When to look again even if nothing changes.
+    pub requeue: Option<Duration>,
+}
+
+impl AlertOutcome {
+    fn event(&mut self, warning: bool, reason: &str, note: impl Into<String>) {
+        self.events.push(EventNote {
+            warning,
+            reason: reason.to_string(),
+            note: note.into(),
+        });
+    }
+}
+
+/// The chain plan of a chain spec (stages with expanded executions).
+pub fn chain_plan(config: &Config, name: &str, chain: &ChainSpec) -> ChainPlan {
+    ChainPlan {
+        chain: name.to_string(),
+        stages: chain
+            .stages
+            .iter()
+            .map(|stage| StagePlan {
+                name: stage.name.clone(),
+                success_policy: config.resolve_success_policy(stage),
+                parallel_type: tarsy_config::parallel_type(stage),
+                executions: tarsy_config::stage_executions(stage)
+                    .into_iter()
+                    .map(|e| ExecutionPlan {
+                        agent_name: e.stage_agent.name.clone(),
+                        display_name: e.display_name,
+                    })
+                    .collect(),
+                synthesis_agent: stage
+                    .synthesis
+                    .as_ref()
+                    .and_then(|s| s.agent.clone())
+                    .unwrap_or_else(|| tarsy_config::builtin::SYNTHESIS_AGENT.to_string()),
+            })
+            .collect(),
+    }
+}
+
+/// Runs one reconcile of an Alert.
+pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
+    let alert = inputs.alert;
+    let mut out = AlertOutcome {
+        status: alert.status.clone().unwrap_or_default(),
+        ..AlertOutcome::default()
+    };
+    out.status.observed_generation = alert.metadata.generation;
+    let phase = out.status.phase.unwrap_or(AlertPhase::Pending);
+    if phase.is_terminal() {
+        return out;
+    }
+    let uid = alert.metadata.uid.clone().unwrap_or_default();
+    let generation = alert.metadata.generation;
+    let now = inputs.now;
+
+    // 1. The chain.
+    let chain = match inputs.config.chain_for_alert(
+        &alert.spec.alert_type,
+        alert
+            .status
+            .as_ref()
+            .and_then(|s| s.chain.as_deref())
+            .or(alert.spec.chain_ref.as_deref()),
+    ) {
+        Ok(chain) => chain,
+        Err(e) => {
+            let reason = match e {
+                ResolveError::ChainNotFound(_) => "ChainNotFound",
+                ResolveError::NoChainForAlertType(_) => "NoChainForAlertType",
+                ResolveError::AmbiguousAlertType { .. } => "AmbiguousAlertType",
+                _ => "InvalidConfig",
+            };
+            conditions::set(
+                &mut out.status.conditions,
+                conditions::CHAIN_RESOLVED,
+                false,
+                reason,
+                e.to_string(),
+                generation,
+                now,
+            );
+            fail(
+                &mut out,
+                &uid,
+                reason,
+                e.to_string(),
+                generation,
+                now,
+                false,
+            );
+            return out;
+        }
+    };
+    conditions::set(
+        &mut out.status.conditions,
+        conditions::CHAIN_RESOLVED,
+        true,
+        "Resolved",
+        format!("chain {}", chain.name),
+        generation,
+        now,
+    );
+    out.status.chain = Some(chain.name.clone());
+    out.status.session_id = Some(uid.clone());
+    // The row exists once the session left Pending.
+    if phase == AlertPhase::Pending {
+        out.store.push(StoreOp::CreateSession(NewSession {
+            id: uid.clone(),
+            alert_data: alert.spec.data.clone(),
+            alert_type: alert.spec.alert_type.clone(),
+            chain_id: chain.name.clone(),
+            author: alert.spec.author.clone(),
+            runbook_url: alert.spec.runbook_url.clone(),
+            mcp_selection: alert
+                .spec
+                .mcp_selection
+                .as_ref()
+                .and_then(|s| serde_json::to_value(s).ok()),
+        }));
+    }
+    let cancel = alert.spec.cancel == Some(true);
+
+    // 2. Admission.
+    if phase == AlertPhase::Pending {
+        if cancel {
+            out.status.phase = Some(AlertPhase::Cancelled);
+            out.status.completed_at = Some(Time(now));
+            conditions::set(
+                &mut out.status.conditions,
+                conditions::READY,
+                false,
+                "Cancelled",
+                "cancelled before it started",
+                generation,
+                now,
+            );
+            out.store.push(StoreOp::FinishSession {
+                session_id: uid,
+                status: SessionStatus::Cancelled,
+                final_analysis: None,
+                executive_summary_error: None,
+                error: Some("cancelled by user".into()),
+            });
+            out.event(false, "Cancelled", "cancelled before it started");
+            return out;
+        }
+        if !inputs.admitted {
+            out.status.phase = Some(AlertPhase::Pending);
+            conditions::set(
+                &mut out.status.conditions,
+                conditions::ADMITTED,
+                false,
+                "ConcurrencyLimit",
+                "waiting: maxConcurrentSessions are running",
+                generation,
+                now,
+            );
+            out.requeue = Some(PENDING_RECHECK);
+            return out;
+        }
+        conditions::set(
+            &mut out.status.conditions,
+            conditions::ADMITTED,
+            true,
+            "Admitted",
+            "session started",
+            generation,
+            now,
+        );
+        out.status.phase = Some(AlertPhase::InProgress);
+        out.status.started_at = Some(Time(now));
+        out.store.push(StoreOp::StartSession {
+            session_id: uid.clone(),
+        });
+        out.event(
+            false,
+            "SessionStarted",
+            format!("running chain {}", chain.name),
+        );
+    }
+
+    // 3. The chain state machine, applied until it waits.
+    let plan = chain_plan(inputs.config, &chain.name, &chain.spec);
+    let timeout = match inputs.config.session_timeout(&chain.spec) {
+        Ok(t) => t,
+        Err(e) => {
+            fail(
+                &mut out,
+                &uid,
+                "InvalidConfig",
+                e.to_string(),
+                generation,
+                now,
+                true,
+            );
+            return out;
+        }
+    };
+    let started = out
+        .status
+        .started_at
+        .as_ref()
+        .map_or(now.as_second(), |t| t.0.as_second());
+    let deadline = started.saturating_add(i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX));
+    let deadline_passed = now.as_second() >= deadline;
+
+    let mut executions = inputs.executions.clone();
+    let mut summary = ExecutiveSummaryView::NotRequested;
+    for _ in 0..16 {
+        let view = session_view(
+            &plan,
+            &out.status,
+            &executions,
+            cancel,
+            deadline_passed,
+            &summary,
+        );
+        let actions = decide(&plan, &view);
+        if actions.is_empty() {
+            break;
+        }
+        for action in actions {
+            match action {
+                Action::StartStage(start) => {
+                    if let Err(e) =
+                        start_stage(&mut out, inputs, &chain.spec, &start, &mut executions, now)
+                    {
+                        fail(&mut out, &uid, "InvalidConfig", e, generation, now, true);
+                        return out;
+                    }
+                }
+                Action::FinishStage {
+                    db_index,
+                    status,
+                    error,
+                } => finish_stage(&mut out, &uid, db_index, status, error, now),
+                Action::StopExecutions {
+                    reason,
+                    executions: which,
+                } => {
+                    if reason == StopReason::Cancelled {
+                        out.status.phase = Some(AlertPhase::Cancelling);
+                    }
+                    for (stage, index) in which {
+                        if let Some(name) = execution_at(&out.status, stage, index) {
+                            if let Some(ae) = executions.get_mut(&name) {
+                                ae.annotations_mut()
+                                    .insert(STOP_ANNOTATION.into(), stop_value(reason).into());
+                            }
+                            out.stop.push((name, reason));
+                        }
+                    }
+                }
+                Action::GenerateExecutiveSummary { .. } => {
+                    // Fail-open (DESIGN §3): the operator has no LLM client of
+                    // its own yet, so the session completes without a summary.
+                    summary = ExecutiveSummaryView::Failed(
+                        "executive summary generation is not available in cluster mode".into(),
+                    );
+                    out.status.executive_summary_error = Some(
+                        "executive summary generation is not available in cluster mode".into(),
+                    );
+                }
+                Action::FinishSession {
+                    status,
+                    final_analysis,
+                    error,
+                } => {
+                    finish_session(
+                        &mut out,
+                        &uid,
+                        status,
+                        final_analysis,
+                        error,
+                        generation,
+                        now,
+                    );
+                    return out;
+                }
+            }
+        }
+    }
+
+    // 4. Still running: current stage and the deadline.
+    if let Some(last) = out.status.stages.last() {
+        out.status.current_stage = Some(last.name.clone());
+        out.status.current_stage_index = Some(last.index);
+    }
+    let left = deadline.saturating_sub(now.as_second()).max(1);
+    out.requeue =
+        Some(Duration::from_secs(u64::try_from(left).unwrap_or(1)).min(PENDING_RECHECK * 30));
+    out
+}
+
+fn stop_value(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::Cancelled => "cancelled",
+        StopReason::TimedOut => "timed_out",
+    }
+}
+
+/// The stop reason an execution was annotated with.
+pub fn stop_requested(ae: &AgentExecution) -> Option<StopReason> {
+    match ae
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(STOP_ANNOTATION)?
+        .as_str()
+    {
+        "cancelled" => Some(StopReason::Cancelled),
+        "timed_out" => Some(StopReason::TimedOut),
+        _ => None,
+    }
+}
+
+fn execution_at(status: &AlertStatus, stage: u32, index: u32) -> Option<String> {
+    let record = status.stages.iter().find(|s| s.index == stage)?;
+    record
+        .executions
+        .get(usize::try_from(index).ok()?.checked_sub(1)?)
+        .cloned()
+}
+
+/// The state machine's view of the session, from the status's stage records
+/// and the executions' phases.
+pub fn session_view(
+    plan: &ChainPlan,
+    status: &AlertStatus,
+    executions: &BTreeMap<String, AgentExecution>,
+    cancel: bool,
+    deadline_passed: bool,
+    summary: &ExecutiveSummaryView,
+) -> SessionView {
+    let mut stages: Vec<StageView> = Vec::new();
+    let mut next_config = 0usize;
+    for record in &status.stages {
+        let prev = stages.last();
+        let is_synthesis = prev.is_some_and(|p| {
+            p.kind == StageKind::Investigation
+                && p.executions.len() > 1
+                && plan
+                    .stages
+                    .get(p.config_index)
+                    .is_some_and(|s| record.name == format!("{} - Synthesis", s.name))
+        });
+        let (kind, config_index) = if is_synthesis {
+            (StageKind::Synthesis, prev.map_or(0, |p| p.config_index))
+        } else {
+            next_config += 1;
+            (StageKind::Investigation, next_config - 1)
+        };
+        let views = record
+            .executions
+            .iter()
+            .zip(1u32..)
+            .map(|(name, index)| execution_view(executions.get(name), name, index))
+            .collect();
+        stages.push(StageView {
+            db_index: record.index,
+            config_index,
+            kind,
+            status: record.phase.into(),
+            executions: views,
+        });
+    }
+    let phase = status.phase.unwrap_or(AlertPhase::Pending);
+    SessionView {
+        status: phase.into(),
+        cancel_requested: cancel,
+        deadline_passed,
+        stages,
+        executive_summary: summary.clone(),
+    }
+}
+
+fn execution_view(ae: Option<&AgentExecution>, name: &str, index: u32) -> ExecutionView {
+    let status = ae.and_then(|a| a.status.as_ref());
+    ExecutionView {
+        index,
+        display_name: ae.map_or_else(|| name.to_string(), |a| a.spec.display_name.clone()),
+        status: status
+            .and_then(|s| s.phase)
+            .map_or(ExecutionStatus::Pending, Into::into),
+        final_analysis: status.and_then(|s| s.final_analysis.clone()),
+        error: status.and_then(|s| s.error.clone()),
+        stopping: ae.and_then(stop_requested).is_some(),
+    }
+}
+
+fn start_stage(
+    out: &mut AlertOutcome,
+    inputs: &AlertInputs<'_>,
+    chain: &ChainSpec,
+    start: &StageStart,
+    executions: &mut BTreeMap<String, AgentExecution>,
+    now: Timestamp,
+) -> Result<(), String> {
+    let alert = inputs.alert;
+    let uid = alert.metadata.uid.clone().unwrap_or_default();
+    let alert_name = alert.metadata.name.clone().unwrap_or_default();
+    let stage_spec = chain
+        .stages
+        .get(start.config_index)
+        .ok_or_else(|| format!("chain has no stage {}", start.config_index + 1))?;
+    let stage_id = names::stage_id(&uid, start.db_index);
+    out.store.push(StoreOp::CreateStage(NewStage {
+        id: Some(stage_id.clone()),
+        session_id: uid.clone(),
+        stage_name: start.name.clone(),
+        stage_index: i64::from(start.db_index),
+        expected_agent_count: start.executions.len() as i64,
+        parallel_type: start.parallel_type,
+        success_policy: start.success_policy,
+        chat_id: None,
+        chat_user_message_id: None,
+    }));
+    let stage_executions = tarsy_config::stage_executions(stage_spec);
+    let mut names_of = Vec::new();
+    for exec in &start.executions {
+        let resolved = match exec.kind {
+            ExecutionKind::Synthesis => inputs.config.resolve_synthesis(chain, stage_spec),
+            _ => {
+                let stage_agent = stage_executions
+                    .iter()
+                    .find(|e| e.agent_index == exec.index)
+                    .map(|e| e.stage_agent.clone())
+                    .ok_or_else(|| format!("stage {:?} has no agent {}", start.name, exec.index))?;
+                inputs
+                    .config
+                    .resolve_agent(chain, stage_spec, &stage_agent, &exec.display_name)
+            }
+        }
+        .map_err(|e| format!("stage {:?}, agent {}: {e}", start.name, exec.display_name))?;
+        let mut resolved = resolved;
+        if let Some(sel) = alert
+            .spec
+            .mcp_selection
+            .as_ref()
+            .filter(|_| exec.kind != ExecutionKind::Synthesis)
+        {
+            inputs
+                .config
+                .apply_mcp_selection(&mut resolved, &tarsy_core::McpSelection::from(sel))
+                .map_err(|e| format!("mcpSelection: {e}"))?;
+        }
+        let name = names::execution_name(&alert_name, start.db_index, &exec.display_name);
+        out.store.push(StoreOp::CreateExecution(NewAgentExecution {
+            id: Some(names::execution_id(&uid, start.db_index, exec.index)),
+            stage_id: stage_id.clone(),
+            session_id: uid.clone(),
+            agent_name: exec.display_name.clone(),
+            agent_index: i64::from(exec.index),
+            kind: exec.kind,
+            iteration_strategy: resolved.iteration_strategy,
+            llm_provider: Some(resolved.llm_provider.name.clone()),
+        }));
+        let ae = AgentExecution {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: alert.metadata.namespace.clone(),
+                labels: Some(BTreeMap::from([
+                    (LABEL_ALERT.to_string(), names::label_value(&alert_name)),
+                    (LABEL_SESSION.to_string(), names::label_value(&uid)),
+                    (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+                ])),
+                owner_references: Some(vec![owner_ref(alert)]),
+                ..ObjectMeta::default()
+            },
+            spec: AgentExecutionSpec {
+                session_id: uid.clone(),
+                alert_name: alert_name.clone(),
+                chain: out.status.chain.clone().unwrap_or_default(),
+                stage: StageRef {
+                    index: start.db_index,
+                    name: start.name.clone(),
+                    id: Some(stage_id.clone()),
+                },
+                agent_name: exec.agent_name.clone(),
+                display_name: exec.display_name.clone(),
+                agent_index: exec.index,
+                kind: exec.kind.into(),
+                resolved: resolved_spec(&resolved),
+                chat: None,
+            },
+            status: None,
+        };
+        if !executions.contains_key(&name) {
+            executions.insert(name.clone(), ae.clone());
+        }
+        out.create.push(ae);
+        names_of.push(name);
+    }
+    out.status.stages.push(StageStatus {
+        index: start.db_index,
+        name: start.name.clone(),
+        stage_id: Some(stage_id),
+        phase: tarsy_crds::ExecutionPhase::Active,
+        executions: names_of,
+        parallel_type: start.parallel_type.map(Into::into),
+        success_policy: start.success_policy.map(Into::into),
+        started_at: Some(Time(now)),
+        completed_at: None,
+        error: None,
+    });
+    out.status.current_stage = Some(start.name.clone());
+    out.status.current_stage_index = Some(start.db_index);
+    out.event(
+        false,
+        "StageStarted",
+        format!(
+            "stage {} ({}) started with {} execution(s)",
+            start.db_index,
+            start.name,
+            start.executions.len()
+        ),
+    );
+    Ok(())
+}
+
+/// The owner reference of an Alert's children.
+pub fn owner_ref(alert: &Alert) -> OwnerReference {
+    OwnerReference {
+        api_version: tarsy_crds::API_VERSION.into(),
+        kind: "Alert".into(),
+        name: alert.metadata.name.clone().unwrap_or_default(),
+        uid: alert.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+fn finish_stage(
+    out: &mut AlertOutcome,
+    uid: &str,
+    db_index: u32,
+    status: ExecutionStatus,
+    error: Option<String>,
+    now: Timestamp,
+) {
+    let Some(record) = out.status.stages.iter_mut().find(|s| s.index == db_index) else {
+        return;
+    };
+    record.phase = status.into();
+    record.completed_at = Some(Time(now));
+    record.error = error.as_deref().map(|e| clip(e, 4096));
+    let name = record.name.clone();
+    out.store.push(StoreOp::FinishStage {
+        stage_id: record
+            .stage_id
+            .clone()
+            .unwrap_or_else(|| names::stage_id(uid, db_index)),
+        status,
+        error: error.clone(),
+    });
+    let failed = status != ExecutionStatus::Completed;
+    let note = match &error {
+        Some(e) => format!("stage {db_index} ({name}) {status}: {e}"),
+        None => format!("stage {db_index} ({name}) {status}"),
+    };
+    out.event(
+        failed,
+        if failed {
+            "StageFailed"
+        } else {
+            "StageCompleted"
+        },
+        note,
+    );
+}
+
+fn finish_session(
+    out: &mut AlertOutcome,
+    uid: &str,
+    status: SessionStatus,
+    final_analysis: Option<String>,
+    error: Option<String>,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let phase: AlertPhase = status.into();
+    out.status.phase = Some(phase);
+    out.status.completed_at = Some(Time(now));
+    out.status.final_analysis = final_analysis
+        .as_deref()
+        .map(|a| clip(a, MAX_STATUS_TEXT_CHARS));
+    out.status.error = error.as_deref().map(|e| clip(e, MAX_STATUS_TEXT_CHARS));
+    let ok = phase == AlertPhase::Completed;
+    conditions::set(
+        &mut out.status.conditions,
+        conditions::READY,
+        ok,
+        &format!("{phase:?}"),
+        error
+            .clone()
+            .unwrap_or_else(|| "investigation finished".into()),
+        generation,
+        now,
+    );
+    out.store.push(StoreOp::FinishSession {
+        session_id: uid.to_string(),
+        status,
+        final_analysis,
+        executive_summary_error: out.status.executive_summary_error.clone(),
+        error: error.clone(),
+    });
+    out.event(
+        !ok,
+        &format!("Session{phase:?}"),
+        error.unwrap_or_else(|| "investigation completed".into()),
+    );
+}
+
+fn fail(
+    out: &mut AlertOutcome,
+    uid: &str,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: Timestamp,
+    session_exists: bool,
+) {
+    out.status.phase = Some(AlertPhase::Failed);
+    out.status.completed_at = Some(Time(now));
+    out.status.error = Some(clip(&message, MAX_STATUS_TEXT_CHARS));
+    conditions::set(
+        &mut out.status.conditions,
+        conditions::READY,
+        false,
+        reason,
+        message.clone(),
+        generation,
+        now,
+    );
+    if session_exists {
+        out.store.push(StoreOp::FinishSession {
+            session_id: uid.to_string(),
+            status: SessionStatus::Failed,
+            final_analysis: None,
+            executive_summary_error: None,
+            error: Some(message.clone()),
+        });
+    }
+    out.event(true, reason, message);
+}

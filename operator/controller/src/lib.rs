@@ -1,0 +1,27 @@
+//! The TARSy Kubernetes operator (DESIGN §2–§4).
+//!
+//! - [`pod`]: the investigation pod of an AgentExecution (pure, snapshot-tested);
+//! - [`names`]: deterministic, DNS-safe child names;
+//! - [`alert`]: the Alert reconcile, sans IO (status, children, Postgres
+//!   writes and Events computed from observed state);
+//! - [`execution`]: the AgentExecution reconcile, sans IO (pod lifecycle,
+//!   failures the runner cannot record);
+//! - [`resources`]: Ready conditions of Chain, Agent, MCPServer, LLMProvider;
+//! - [`controller`]: the kube-runtime Controllers doing the IO ([`run`]);
+//! - [`metrics`]: Prometheus metrics, `/healthz`, `/readyz`;
+//! - [`conditions`]: standard conditions.
+//!
+//! The runner contract (arguments and environment of `tarsy runner`) is
+//! documented in this crate's README.
+
+pub mod alert;
+pub mod conditions;
+pub mod controller;
+pub mod execution;
+pub mod metrics;
+pub mod names;
+pub mod pod;
+pub mod resources;
+
+pub use controller::{Error, LeaderElection, Settings, run};
+pub use pod::PodSettings;

@@ -1,0 +1,365 @@
+//! The Alert reconcile, driven through whole sessions without a cluster:
+//! each step applies the previous outcome the way the controller does
+//! (status written, executions created) and flips execution phases the way
+//! runners do.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::ObjectMeta;
+use tarsy_chain::StopReason;
+use tarsy_config::{Config, Defaults};
+use tarsy_controller::alert::{
+    AlertInputs, AlertOutcome, STOP_ANNOTATION, StoreOp, reconcile_alert,
+};
+use tarsy_controller::conditions;
+use tarsy_core::SessionStatus;
+use tarsy_crds::{
+    AgentExecution, AgentExecutionStatus, Alert, AlertPhase, AlertSpec, Chain, ExecutionPhase,
+};
+
+const UID: &str = "11111111-2222-4333-8444-555555555555";
+
+fn chain(name: &str, yaml: &str) -> Chain {
+    let spec = serde_yaml::from_str(yaml).unwrap();
+    let mut c = Chain::new(name, spec);
+    c.metadata.namespace = Some("ns".into());
+    c
+}
+
+fn config(chains: &[Chain]) -> Config {
+    Config::from_resources(Defaults::default(), chains, &[], &[], &[])
+}
+
+fn two_stage_chain() -> Chain {
+    chain(
+        "k8s",
+        r#"
+alertTypes: [PodCrash]
+sessionTimeout: 15m
+stages:
+  - name: investigate
+    agent: KubernetesAgent
+  - name: deep dive
+    agent: KubernetesAgent
+    replicas: 2
+"#,
+    )
+}
+
+fn alert(alert_type: &str) -> Alert {
+    let mut a = Alert::new(
+        "crash",
+        AlertSpec {
+            alert_type: alert_type.into(),
+            data: "pod x is crash looping".into(),
+            chain_ref: None,
+            runbook_url: None,
+            mcp_selection: None,
+            author: Some("alice".into()),
+            source: None,
+            cancel: None,
+        },
+    );
+    a.metadata = ObjectMeta {
+        name: Some("crash".into()),
+        namespace: Some("ns".into()),
+        uid: Some(UID.into()),
+        generation: Some(1),
+        ..ObjectMeta::default()
+    };
+    a
+}
+
+struct World {
+    alert: Alert,
+    config: Config,
+    executions: BTreeMap<String, AgentExecution>,
+    now: Timestamp,
+}
+
+impl World {
+    fn new(alert: Alert, chains: &[Chain]) -> Self {
+        Self {
+            alert,
+            config: config(chains),
+            executions: BTreeMap::new(),
+            now: Timestamp::from_second(1_800_000_000).unwrap(),
+        }
+    }
+
+    fn step(&mut self, admitted: bool) -> AlertOutcome {
+        let out = reconcile_alert(&AlertInputs {
+            alert: &self.alert,
+            config: &self.config,
+            executions: &self.executions,
+            admitted,
+            now: self.now,
+        });
+        for ae in &out.create {
+            let name = ae.metadata.name.clone().unwrap();
+            self.executions.entry(name).or_insert_with(|| ae.clone());
+        }
+        for (name, reason) in &out.stop {
+            let ae = self.executions.get_mut(name).unwrap();
+            ae.metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(
+                    STOP_ANNOTATION.into(),
+                    match reason {
+                        StopReason::Cancelled => "cancelled".into(),
+                        StopReason::TimedOut => "timed_out".into(),
+                    },
+                );
+        }
+        self.alert.status = Some(out.status.clone());
+        out
+    }
+
+    fn finish(&mut self, name: &str, phase: ExecutionPhase, analysis: &str) {
+        let ae = self
+            .executions
+            .get_mut(name)
+            .unwrap_or_else(|| panic!("no execution {name}"));
+        ae.status = Some(AgentExecutionStatus {
+            phase: Some(phase),
+            final_analysis: (!analysis.is_empty()).then(|| analysis.to_string()),
+            error: (phase != ExecutionPhase::Completed).then(|| format!("{name} broke")),
+            ..AgentExecutionStatus::default()
+        });
+    }
+
+    fn phase(&self) -> AlertPhase {
+        self.alert.status.as_ref().unwrap().phase.unwrap()
+    }
+}
+
+#[test]
+fn unknown_alert_type_fails_with_a_condition_and_an_event() {
+    let mut w = World::new(alert("Nope"), &[two_stage_chain()]);
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Failed);
+    let cond = out
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::CHAIN_RESOLVED)
+        .unwrap();
+    assert_eq!(cond.status, "False");
+    assert_eq!(cond.reason, "NoChainForAlertType");
+    assert!(
+        out.events
+            .iter()
+            .any(|e| e.warning && e.reason == "NoChainForAlertType")
+    );
+    assert!(out.create.is_empty());
+    assert!(
+        out.store.is_empty(),
+        "no session row for an alert that never ran"
+    );
+    // Terminal: reconciling again does nothing new.
+    let again = w.step(true);
+    assert!(again.events.is_empty() && again.create.is_empty());
+}
+
+#[test]
+fn ambiguous_alert_type_fails() {
+    let a = two_stage_chain();
+    let b = chain(
+        "k8s-too",
+        "alertTypes: [PodCrash]\nstages: [{name: s, agent: KubernetesAgent}]",
+    );
+    let mut w = World::new(alert("PodCrash"), &[a, b]);
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Failed);
+    assert!(out.status.error.unwrap().contains("k8s-too"));
+}
+
+#[test]
+fn waits_pending_until_admitted() {
+    let mut w = World::new(alert("PodCrash"), &[two_stage_chain()]);
+    let out = w.step(false);
+    assert_eq!(w.phase(), AlertPhase::Pending);
+    assert!(out.create.is_empty());
+    assert!(out.requeue.is_some());
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::InProgress);
+    assert_eq!(out.create.len(), 1);
+}
+
+#[test]
+fn runs_the_whole_chain_with_synthesis_and_is_idempotent() {
+    let mut w = World::new(alert("PodCrash"), &[two_stage_chain()]);
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::InProgress);
+    assert!(matches!(&out.store[0], StoreOp::CreateSession(s) if s.id == UID));
+    assert!(out.store.iter().any(|op| matches!(op, StoreOp::CreateStage(s) if s.id.as_deref() == Some("11111111-2222-4333-8444-555555555555-s1"))));
+    assert_eq!(out.create.len(), 1);
+    let first = &out.create[0];
+    assert_eq!(
+        first.metadata.name.as_deref(),
+        Some("crash-s1-kubernetesagent")
+    );
+    assert_eq!(
+        first.metadata.owner_references.as_ref().unwrap()[0].uid,
+        UID
+    );
+    assert_eq!(first.spec.session_id, UID);
+    assert_eq!(first.spec.stage.index, 1);
+    assert!(out.events.iter().any(|e| e.reason == "StageStarted"));
+
+    // Nothing changed: nothing new to do, same status.
+    let before = w.alert.status.clone();
+    let again = w.step(true);
+    assert!(again.events.is_empty(), "{:?}", again.events);
+    assert_eq!(w.alert.status, before);
+
+    // Stage 1 completes → stage 2 (two replicas).
+    w.finish(
+        "crash-s1-kubernetesagent",
+        ExecutionPhase::Completed,
+        "stage one says OOM",
+    );
+    let out = w.step(true);
+    let names: Vec<_> = out
+        .create
+        .iter()
+        .map(|a| a.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["crash-s2-kubernetesagent-1", "crash-s2-kubernetesagent-2"]
+    );
+    let status = w.alert.status.clone().unwrap();
+    assert_eq!(status.stages[0].phase, ExecutionPhase::Completed);
+    assert_eq!(status.current_stage.as_deref(), Some("deep dive"));
+
+    // One replica fails, one completes: policy any → synthesis stage.
+    w.finish("crash-s2-kubernetesagent-1", ExecutionPhase::Failed, "");
+    w.finish(
+        "crash-s2-kubernetesagent-2",
+        ExecutionPhase::Completed,
+        "replica two: OOM",
+    );
+    let out = w.step(true);
+    assert_eq!(out.create.len(), 1);
+    let synth = &out.create[0];
+    assert_eq!(synth.spec.stage.name, "deep dive - Synthesis");
+    assert_eq!(synth.spec.stage.index, 3);
+    assert_eq!(synth.spec.kind, tarsy_crds::ExecutionKind::Synthesis);
+
+    // Synthesis completes → Completed with its analysis (summary fail-open).
+    let synth_name = synth.metadata.name.clone().unwrap();
+    w.finish(
+        &synth_name,
+        ExecutionPhase::Completed,
+        "root cause: memory limit",
+    );
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Completed);
+    let status = w.alert.status.clone().unwrap();
+    assert_eq!(
+        status.final_analysis.as_deref(),
+        Some("root cause: memory limit")
+    );
+    assert!(status.executive_summary_error.is_some());
+    assert_eq!(
+        conditions::status_of(&status.conditions, conditions::READY),
+        Some("True")
+    );
+    assert!(out.store.iter().any(|op| matches!(
+        op,
+        StoreOp::FinishSession {
+            status: SessionStatus::Completed,
+            ..
+        }
+    )));
+    assert_eq!(status.stages.len(), 3);
+}
+
+#[test]
+fn failed_stage_fails_the_session() {
+    let mut w = World::new(alert("PodCrash"), &[two_stage_chain()]);
+    w.step(true);
+    w.finish("crash-s1-kubernetesagent", ExecutionPhase::Failed, "");
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Failed);
+    assert!(
+        out.events
+            .iter()
+            .any(|e| e.warning && e.reason == "StageFailed")
+    );
+    assert!(
+        out.status
+            .error
+            .unwrap()
+            .contains("crash-s1-kubernetesagent broke")
+    );
+    assert!(out.create.is_empty());
+}
+
+#[test]
+fn cancel_stops_running_executions_then_ends_cancelled() {
+    let mut w = World::new(alert("PodCrash"), &[two_stage_chain()]);
+    w.step(true);
+    w.alert.spec.cancel = Some(true);
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Cancelling);
+    assert_eq!(
+        out.stop,
+        [(
+            "crash-s1-kubernetesagent".to_string(),
+            StopReason::Cancelled
+        )]
+    );
+    // Asked once: the annotation marks it as stopping.
+    let again = w.step(true);
+    assert!(again.stop.is_empty());
+    w.finish("crash-s1-kubernetesagent", ExecutionPhase::Cancelled, "");
+    w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Cancelled);
+}
+
+#[test]
+fn cancel_before_admission_needs_no_executions() {
+    let mut a = alert("PodCrash");
+    a.spec.cancel = Some(true);
+    let mut w = World::new(a, &[two_stage_chain()]);
+    let out = w.step(false);
+    assert_eq!(w.phase(), AlertPhase::Cancelled);
+    assert!(out.create.is_empty());
+}
+
+#[test]
+fn session_timeout_stops_executions_and_ends_timed_out() {
+    let mut w = World::new(alert("PodCrash"), &[two_stage_chain()]);
+    let out = w.step(true);
+    // The deadline is the next time to look.
+    assert!(out.requeue.unwrap().as_secs() <= 15 * 60);
+    w.now = Timestamp::from_second(1_800_000_000 + 16 * 60).unwrap();
+    let out = w.step(true);
+    assert_eq!(out.stop[0].1, StopReason::TimedOut);
+    w.finish("crash-s1-kubernetesagent", ExecutionPhase::TimedOut, "");
+    w.step(true);
+    assert_eq!(w.phase(), AlertPhase::TimedOut);
+}
+
+#[test]
+fn chain_with_unknown_agent_fails_the_session_clearly() {
+    let c = chain(
+        "bad",
+        "alertTypes: [PodCrash]\nstages: [{name: s, agent: NoSuchAgent}]",
+    );
+    let mut w = World::new(alert("PodCrash"), &[c]);
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Failed);
+    assert!(out.status.error.unwrap().contains("NoSuchAgent"));
+    assert!(out.store.iter().any(|op| matches!(
+        op,
+        StoreOp::FinishSession {
+            status: SessionStatus::Failed,
+            ..
+        }
+    )));
+}

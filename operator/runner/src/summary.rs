@@ -1,0 +1,432 @@
+//! Pure parts of the runner: what its AgentExecution status says (phase,
+//! bounded recent timeline, tokens, clipped texts), the command-line and
+//! environment formats it reads, and which earlier stages feed its context.
+
+use std::collections::BTreeMap;
+
+use tarsy_core::{ExecutionKind, ExecutionStatus, TimelineEvent, TimelineEventType, TokenUsage};
+use tarsy_crds::{
+    AgentExecutionStatus, ExecutionPhase, MAX_RECENT_TIMELINE, MAX_SNIPPET_CHARS,
+    MAX_STATUS_TEXT_CHARS, TimelineSnippet, TokenUsageStatus, clip,
+};
+use tarsy_engine::context::StageResult;
+
+use crate::error::RunnerError;
+
+/// Longest `type` / `status` of a snippet the CRD schema accepts.
+const MAX_LABEL_CHARS: usize = 63;
+
+/// The phase recorded for an execution status.
+pub fn phase_of(status: ExecutionStatus) -> ExecutionPhase {
+    status.into()
+}
+
+/// The last [`MAX_RECENT_TIMELINE`] events of `events` (in sequence order),
+/// each clipped to [`MAX_SNIPPET_CHARS`] so the status stays bounded.
+pub fn recent_timeline(events: &[TimelineEvent]) -> Vec<TimelineSnippet> {
+    let mut sorted: Vec<&TimelineEvent> = events.iter().collect();
+    sorted.sort_by_key(|e| e.sequence_number);
+    let skip = sorted.len().saturating_sub(MAX_RECENT_TIMELINE);
+    sorted
+        .into_iter()
+        .skip(skip)
+        .map(|e| TimelineSnippet {
+            seq: u64::try_from(e.sequence_number).unwrap_or(0),
+            event_type: label(e.event_type.as_str()),
+            status: label(e.status.as_str()),
+            snippet: clip(e.content.trim(), MAX_SNIPPET_CHARS),
+        })
+        .collect()
+}
+
+fn label(s: &str) -> String {
+    let s: String = s.chars().take(MAX_LABEL_CHARS).collect();
+    if s.is_empty() { "unknown".into() } else { s }
+}
+
+/// Token usage as the status reports it (negative counts read as zero).
+pub fn tokens_of(usage: &TokenUsage) -> TokenUsageStatus {
+    let n = |v: i64| u64::try_from(v).unwrap_or(0);
+    TokenUsageStatus {
+        input: n(usage.input_tokens),
+        output: n(usage.output_tokens),
+        thinking: n(usage.thinking_tokens),
+        total: n(usage.total_tokens),
+    }
+}
+
+/// Progress of a running execution: phase Active with the iteration and
+/// the recent timeline. `started_at` is kept from the first report.
+pub fn progress_status(
+    execution_id: &str,
+    iteration: u32,
+    events: &[TimelineEvent],
+    started_at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> AgentExecutionStatus {
+    AgentExecutionStatus {
+        phase: Some(ExecutionPhase::Active),
+        execution_id: Some(execution_id.to_string()),
+        iteration: (iteration > 0).then_some(iteration),
+        recent_timeline: recent_timeline(events),
+        started_at: Some(started_at.clone()),
+        ..AgentExecutionStatus::default()
+    }
+}
+
+/// What the runner records at the end: terminal phase, iterations, tokens,
+/// recent timeline, final analysis and error clipped to
+/// [`MAX_STATUS_TEXT_CHARS`].
+pub struct Outcome<'a> {
+    /// Terminal status.
+    pub status: ExecutionStatus,
+    /// Iterations run.
+    pub iterations: u32,
+    /// Tokens used.
+    pub usage: &'a TokenUsage,
+    /// The agent's conclusion (completed executions).
+    pub final_analysis: Option<&'a str>,
+    /// Why it did not complete.
+    pub error: Option<&'a str>,
+}
+
+/// The terminal status for `outcome` (see [`Outcome`]).
+pub fn terminal_status(
+    execution_id: &str,
+    outcome: &Outcome<'_>,
+    events: &[TimelineEvent],
+    started_at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    completed_at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> AgentExecutionStatus {
+    let mut status = progress_status(execution_id, outcome.iterations, events, started_at);
+    status.phase = Some(phase_of(outcome.status));
+    status.tokens = Some(tokens_of(outcome.usage));
+    status.final_analysis = outcome
+        .final_analysis
+        .filter(|a| !a.trim().is_empty())
+        .map(|a| clip(a, MAX_STATUS_TEXT_CHARS));
+    status.error = outcome
+        .error
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| clip(e, MAX_STATUS_TEXT_CHARS));
+    status.completed_at = Some(completed_at.clone());
+    status
+}
+
+/// Parses `NAMESPACE/NAME`.
+pub fn parse_execution_ref(s: &str) -> Result<(String, String), RunnerError> {
+    match s.trim().split_once('/') {
+        Some((ns, name))
+            if !ns.is_empty() && !name.is_empty() && !name.contains('/') && !ns.contains(' ') =>
+        {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        _ => Err(RunnerError::Invalid(format!(
+            "--execution must be NAMESPACE/NAME, got {s:?}"
+        ))),
+    }
+}
+
+/// Parses `name=value,name=value` (the MCP endpoint and bridge port lists
+/// of the pod builder). Empty input is an empty map.
+pub fn parse_pairs(what: &str, s: &str) -> Result<BTreeMap<String, String>, RunnerError> {
+    let mut out = BTreeMap::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        match item.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
+                out.insert(k.trim().to_string(), v.trim().to_string());
+            }
+            _ => {
+                return Err(RunnerError::Invalid(format!(
+                    "{what}: expected name=value, got {item:?}"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Parses the bridge ports list (`name=port,...`).
+pub fn parse_ports(s: &str) -> Result<BTreeMap<String, u16>, RunnerError> {
+    parse_pairs("bridge ports", s)?
+        .into_iter()
+        .map(|(k, v)| {
+            v.parse::<u16>()
+                .map(|p| (k.clone(), p))
+                .map_err(|_| RunnerError::Invalid(format!("bridge port of {k:?}: {v:?}")))
+        })
+        .collect()
+}
+
+/// One execution of an earlier stage, as read back from Postgres.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriorExecution {
+    /// Its kind.
+    pub kind: ExecutionKind,
+    /// Its status.
+    pub status: ExecutionStatus,
+    /// Its last `final_analysis` timeline event.
+    pub final_analysis: Option<String>,
+}
+
+/// One earlier stage record, as read back from Postgres.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriorStage {
+    /// Stage record index.
+    pub index: u32,
+    /// Stage name.
+    pub name: String,
+    /// Status.
+    pub status: ExecutionStatus,
+    /// Whether it answered a chat message (never investigation context).
+    pub chat: bool,
+    /// Its executions.
+    pub executions: Vec<PriorExecution>,
+}
+
+/// The results of stages before `before` that later stages build on — the
+/// same rule as the chain state machine: completed stages, either a
+/// synthesis or a single-agent stage, with a completed execution's final
+/// analysis (a parallel stage's result is its synthesis).
+pub fn previous_stage_results(stages: &[PriorStage], before: u32) -> Vec<StageResult> {
+    let mut sorted: Vec<&PriorStage> = stages
+        .iter()
+        .filter(|s| s.index < before && !s.chat && s.status == ExecutionStatus::Completed)
+        .collect();
+    sorted.sort_by_key(|s| s.index);
+    sorted
+        .into_iter()
+        .filter(|s| {
+            s.executions.len() == 1
+                || s.executions
+                    .iter()
+                    .any(|e| e.kind == ExecutionKind::Synthesis)
+        })
+        .filter_map(|s| {
+            s.executions
+                .iter()
+                .find(|e| e.status == ExecutionStatus::Completed)
+                .and_then(|e| e.final_analysis.clone())
+                .map(|a| StageResult {
+                    stage_name: s.name.clone(),
+                    final_analysis: a,
+                })
+        })
+        .collect()
+}
+
+/// The stage a synthesis at `index` synthesises: the latest earlier
+/// non-chat stage with investigation executions.
+pub fn synthesis_target(stages: &[PriorStage], index: u32) -> Option<&PriorStage> {
+    stages
+        .iter()
+        .filter(|s| {
+            s.index < index
+                && !s.chat
+                && s.executions
+                    .iter()
+                    .all(|e| e.kind == ExecutionKind::Investigation)
+        })
+        .max_by_key(|s| s.index)
+}
+
+/// The final analysis an execution recorded last in its timeline.
+pub fn last_final_analysis(events: &[TimelineEvent]) -> Option<String> {
+    events
+        .iter()
+        .filter(|e| e.event_type == TimelineEventType::FinalAnalysis)
+        .max_by_key(|e| e.sequence_number)
+        .map(|e| e.content.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use tarsy_core::{RecordScope, TimelineEventStatus};
+
+    fn event(seq: i64, t: TimelineEventType, content: &str) -> TimelineEvent {
+        TimelineEvent {
+            id: format!("ev{seq}"),
+            scope: RecordScope {
+                session_id: "s".into(),
+                stage_id: Some("st".into()),
+                execution_id: Some("x".into()),
+            },
+            sequence_number: seq,
+            event_type: t,
+            status: TimelineEventStatus::Completed,
+            content: content.into(),
+            metadata: serde_json::json!({}),
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn recent_timeline_keeps_the_last_twenty_in_order_and_clips_content() {
+        let mut events: Vec<_> = (1..=45)
+            .map(|i| event(i, TimelineEventType::LlmResponse, &format!("r{i}")))
+            .collect();
+        events.reverse();
+        events.push(event(
+            46,
+            TimelineEventType::FinalAnalysis,
+            &"x".repeat(5000),
+        ));
+        let t = recent_timeline(&events);
+        assert_eq!(t.len(), MAX_RECENT_TIMELINE);
+        assert_eq!(t.first().unwrap().seq, 27);
+        assert_eq!(t.last().unwrap().seq, 46);
+        assert!(t.windows(2).all(|w| w[0].seq < w[1].seq));
+        assert_eq!(t.last().unwrap().event_type, "final_analysis");
+        assert_eq!(t.last().unwrap().status, "completed");
+        assert!(t.last().unwrap().snippet.chars().count() <= MAX_SNIPPET_CHARS);
+        assert!(t.last().unwrap().snippet.starts_with("xxx"));
+        assert_eq!(t[0].snippet, "r27");
+    }
+
+    #[test]
+    fn terminal_status_maps_phase_and_bounds_texts() {
+        let usage = TokenUsage {
+            input_tokens: 10,
+            output_tokens: 5,
+            total_tokens: 15,
+            thinking_tokens: -1,
+        };
+        let long = "a".repeat(MAX_STATUS_TEXT_CHARS * 2);
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let s = terminal_status(
+            "x",
+            &Outcome {
+                status: ExecutionStatus::Completed,
+                iterations: 3,
+                usage: &usage,
+                final_analysis: Some(&long),
+                error: Some("  "),
+            },
+            &[event(1, TimelineEventType::FinalAnalysis, "done")],
+            &now,
+            &now,
+        );
+        assert_eq!(s.phase, Some(ExecutionPhase::Completed));
+        assert_eq!(s.iteration, Some(3));
+        assert_eq!(
+            s.tokens,
+            Some(TokenUsageStatus {
+                input: 10,
+                output: 5,
+                thinking: 0,
+                total: 15
+            })
+        );
+        let fa = s.final_analysis.unwrap();
+        assert!(fa.chars().count() <= MAX_STATUS_TEXT_CHARS && fa.len() > 1000);
+        assert_eq!(s.error, None, "a blank error is not reported");
+        assert_eq!(s.recent_timeline.len(), 1);
+        assert!(s.completed_at.is_some());
+
+        for (status, phase) in [
+            (ExecutionStatus::Cancelled, ExecutionPhase::Cancelled),
+            (ExecutionStatus::TimedOut, ExecutionPhase::TimedOut),
+            (ExecutionStatus::Failed, ExecutionPhase::Failed),
+        ] {
+            assert_eq!(phase_of(status), phase);
+            assert!(phase.is_terminal());
+        }
+        assert!(!phase_of(ExecutionStatus::Active).is_terminal());
+    }
+
+    #[test]
+    fn command_line_formats_parse_and_reject_garbage() {
+        assert_eq!(
+            parse_execution_ref("sre/alert-1-s0-a").unwrap(),
+            ("sre".to_string(), "alert-1-s0-a".to_string())
+        );
+        for bad in ["", "sre", "/x", "sre/", "a/b/c"] {
+            assert!(parse_execution_ref(bad).is_err(), "{bad:?}");
+        }
+        let m = parse_pairs(
+            "endpoints",
+            "k8s=http://127.0.0.1:8080/mcp, gh=http://127.0.0.1:9000/mcp,",
+        )
+        .unwrap();
+        assert_eq!(m["gh"], "http://127.0.0.1:9000/mcp");
+        assert_eq!(m.len(), 2);
+        assert!(parse_pairs("endpoints", "k8s").is_err());
+        assert!(parse_pairs("endpoints", "").unwrap().is_empty());
+        assert_eq!(parse_ports("fs=9101").unwrap()["fs"], 9101);
+        assert!(parse_ports("fs=99999").is_err());
+    }
+
+    fn exec(kind: ExecutionKind, status: ExecutionStatus, fa: Option<&str>) -> PriorExecution {
+        PriorExecution {
+            kind,
+            status,
+            final_analysis: fa.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn previous_stages_follow_the_state_machine_rule() {
+        use ExecutionKind::*;
+        use ExecutionStatus::*;
+        let stages = vec![
+            PriorStage {
+                index: 1,
+                name: "parallel".into(),
+                status: Completed,
+                chat: false,
+                executions: vec![
+                    exec(Investigation, Completed, Some("a")),
+                    exec(Investigation, Failed, None),
+                ],
+            },
+            PriorStage {
+                index: 0,
+                name: "triage".into(),
+                status: Completed,
+                chat: false,
+                executions: vec![exec(Investigation, Completed, Some("triaged"))],
+            },
+            PriorStage {
+                index: 2,
+                name: "parallel - Synthesis".into(),
+                status: Completed,
+                chat: false,
+                executions: vec![exec(Synthesis, Completed, Some("synth"))],
+            },
+            PriorStage {
+                index: 3,
+                name: "failed".into(),
+                status: Failed,
+                chat: false,
+                executions: vec![exec(Investigation, Failed, None)],
+            },
+            PriorStage {
+                index: 9,
+                name: "later".into(),
+                status: Completed,
+                chat: false,
+                executions: vec![exec(Investigation, Completed, Some("future"))],
+            },
+        ];
+        let r = previous_stage_results(&stages, 5);
+        let names: Vec<_> = r.iter().map(|s| s.stage_name.as_str()).collect();
+        assert_eq!(names, ["triage", "parallel - Synthesis"]);
+        assert_eq!(r[1].final_analysis, "synth");
+        assert_eq!(synthesis_target(&stages, 2).unwrap().name, "parallel");
+        assert_eq!(synthesis_target(&stages, 0), None);
+    }
+
+    #[test]
+    fn last_final_analysis_wins() {
+        let events = vec![
+            event(3, TimelineEventType::FinalAnalysis, "second"),
+            event(1, TimelineEventType::FinalAnalysis, "first"),
+            event(4, TimelineEventType::LlmResponse, "other"),
+        ];
+        assert_eq!(last_final_analysis(&events).as_deref(), Some("second"));
+        assert_eq!(last_final_analysis(&[]), None);
+    }
+}

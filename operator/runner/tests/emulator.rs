@@ -1,0 +1,401 @@
+//! The runner end to end: a real Kubernetes API (the project's emulator in
+//! `e2e/kube`), real Postgres, the scripted LLM service over gRPC and a real
+//! MCP server over streamable HTTP.
+//!
+//! Needs the emulator's Python: run `e2e/kube/install.sh` (it prints
+//! `TARSY_KUBE_PYTHON`; the default venv location is also tried). Without it
+//! these tests FAIL with that instruction. Postgres: `TARSY_TEST_DATABASE_URL`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use sqlx::Executor;
+use tarsy_core::{ExecutionKind, ExecutionStatus, IterationStrategy, TimelineEventType};
+use tarsy_crds::{
+    AgentExecution, AgentExecutionSpec, Backend, ExecutionPhase, LLMProvider, MAX_RECENT_TIMELINE,
+    MCPServer, ResolvedConfigSpec, StageRef,
+};
+use tarsy_runner::{RunnerOptions, run};
+use tarsy_scripted_llm::{ScriptedLlm, ScriptedLlmServer, ScriptedResponse};
+use tarsy_store::{NewAgentExecution, NewSession, NewStage, Store};
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "default";
+
+struct Emulator {
+    child: Child,
+    kubeconfig: PathBuf,
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn emulator_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("TARSY_KUBE_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".cache/tarsy/kube-venv/bin/python"));
+    match venv.filter(|v| v.exists()) {
+        Some(v) => v,
+        None => panic!(
+            "the Kubernetes API emulator is not installed: run `eval \"$(e2e/kube/install.sh)\"` \
+             (it exports TARSY_KUBE_PYTHON) and run the tests again"
+        ),
+    }
+}
+
+fn start_emulator(dir: &Path) -> Emulator {
+    let kubeconfig = dir.join("kubeconfig");
+    let mut child = Command::new(emulator_python())
+        .args(["-m", "tarsy_kube_emulator", "--port", "0"])
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--crds")
+        .arg(repo_root().join("crds/manifests"))
+        .env("PYTHONPATH", repo_root().join("e2e/kube"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starting the emulator (run e2e/kube/install.sh)");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.starts_with("http"),
+        "emulator printed {line:?} (run e2e/kube/install.sh)"
+    );
+    Emulator { child, kubeconfig }
+}
+
+async fn client(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+fn postgres_url() -> String {
+    std::env::var("TARSY_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://tarsy:tarsy@127.0.0.1:55432/tarsy".to_string())
+}
+
+/// A fresh, migrated Postgres database; returns its URL and a store.
+async fn fresh_database() -> (String, Store) {
+    let url = postgres_url();
+    let opts = sqlx::postgres::PgConnectOptions::from_str(&url).unwrap();
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("Postgres is unreachable at {url}: {e}. Start it with scripts/postgres.sh")
+        });
+    let name = format!("tarsy_runner_{}", uuid::Uuid::new_v4().simple());
+    admin
+        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .await
+        .unwrap();
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let db_url = format!("{base}/{name}");
+    let store = Store::connect(&db_url).await.unwrap();
+    (db_url, store)
+}
+
+struct Setup {
+    _emu: Emulator,
+    _dir: PathBuf,
+    client: Client,
+    store: Store,
+    db_url: String,
+    llm: ScriptedLlmServer,
+    mcp: tarsy_test_mcp_server::HttpServer,
+    execution_id: String,
+}
+
+/// Everything a runner needs: objects in the API, session rows in Postgres.
+async fn setup(name: &str, script: ScriptedLlm) -> Setup {
+    // Two TLS backends are linked in the workspace: pick one for the process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = std::env::temp_dir().join(format!("tarsy-runner-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let emu = start_emulator(&dir);
+    let client = client(&emu.kubeconfig).await;
+    let (db_url, store) = fresh_database().await;
+    let llm = ScriptedLlmServer::start(script).await.unwrap();
+    let mcp = tarsy_test_mcp_server::spawn_http("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+
+    let session_id = uuid::Uuid::new_v4().to_string();
+    store
+        .create_session(NewSession {
+            id: session_id.clone(),
+            alert_data: "pod web-1 restarts".into(),
+            alert_type: "PodCrashLooping".into(),
+            chain_id: "crash".into(),
+            author: None,
+            runbook_url: None,
+            mcp_selection: None,
+        })
+        .await
+        .unwrap();
+    let stage_id = format!("{session_id}-s0");
+    store
+        .create_stage(NewStage {
+            id: Some(stage_id.clone()),
+            session_id: session_id.clone(),
+            stage_name: "investigate".into(),
+            stage_index: 0,
+            expected_agent_count: 1,
+            parallel_type: None,
+            success_policy: None,
+            chat_id: None,
+            chat_user_message_id: None,
+        })
+        .await
+        .unwrap();
+    let execution_id = format!("{stage_id}-e1");
+    store
+        .create_agent_execution(NewAgentExecution {
+            id: Some(execution_id.clone()),
+            stage_id: stage_id.clone(),
+            session_id: session_id.clone(),
+            agent_name: "Alpha".into(),
+            agent_index: 1,
+            kind: ExecutionKind::Investigation,
+            iteration_strategy: IterationStrategy::Langchain,
+            llm_provider: Some("test-llm".into()),
+        })
+        .await
+        .unwrap();
+
+    let providers: Api<LLMProvider> = Api::namespaced(client.clone(), NS);
+    let provider: LLMProvider = serde_json::from_value(serde_json::json!({
+        "apiVersion": "tarsy.dev/v1alpha1", "kind": "LLMProvider",
+        "metadata": {"name": "test-llm"},
+        "spec": {"type": "google", "model": "test-model"},
+    }))
+    .unwrap();
+    providers
+        .create(&PostParams::default(), &provider)
+        .await
+        .unwrap();
+    let servers: Api<MCPServer> = Api::namespaced(client.clone(), NS);
+    let server: MCPServer = serde_json::from_value(serde_json::json!({
+        "apiVersion": "tarsy.dev/v1alpha1", "kind": "MCPServer",
+        "metadata": {"name": "testmcp"},
+        // The pod's endpoint list overrides this address (see RunnerOptions).
+        "spec": {"url": "http://127.0.0.1:1/mcp", "instructions": "Test tools."},
+    }))
+    .unwrap();
+    servers
+        .create(&PostParams::default(), &server)
+        .await
+        .unwrap();
+
+    let ae = AgentExecution::new(
+        name,
+        AgentExecutionSpec {
+            session_id: session_id.clone(),
+            alert_name: "a1".into(),
+            chain: "crash".into(),
+            stage: StageRef {
+                index: 0,
+                name: "investigate".into(),
+                id: Some(stage_id),
+            },
+            agent_name: "Alpha".into(),
+            display_name: "Alpha".into(),
+            agent_index: 1,
+            kind: tarsy_crds::ExecutionKind::Investigation,
+            resolved: ResolvedConfigSpec {
+                iteration_strategy: tarsy_crds::IterationStrategy::Langchain,
+                backend: Backend::Langchain,
+                llm_provider: "test-llm".into(),
+                max_iterations: 5,
+                iteration_timeout: "30s".into(),
+                mcp_servers: vec!["testmcp".into()],
+                tool_filter: Default::default(),
+                custom_instructions: "Investigate.".into(),
+                native_tools_override: None,
+            },
+            chat: None,
+        },
+    );
+    let api: Api<AgentExecution> = Api::namespaced(client.clone(), NS);
+    api.create(&PostParams::default(), &ae).await.unwrap();
+    Setup {
+        _emu: emu,
+        _dir: dir,
+        client,
+        store,
+        db_url,
+        llm,
+        mcp,
+        execution_id,
+    }
+}
+
+fn options(s: &Setup, name: &str) -> RunnerOptions {
+    let mut o = RunnerOptions::new(NS, name, &s.db_url, s.llm.endpoint());
+    o.mcp_endpoints.insert("testmcp".into(), s.mcp.url());
+    o.database_retry = Duration::from_secs(5);
+    o.status_interval = Duration::from_millis(100);
+    o
+}
+
+#[tokio::test]
+async fn runs_an_execution_to_completed_with_status_and_rows() {
+    let script = ScriptedLlm::new();
+    script
+        .push(
+            ScriptedResponse::default()
+                .then_thinking("Checking the pod with the echo tool.")
+                .then_tool_call("c1", "testmcp__echo", r#"{"text":"evidence: OOMKilled"}"#)
+                .then_usage(100, 20),
+        )
+        .push(
+            ScriptedResponse::text("Final: the pod is OOMKilled; raise its memory limit.")
+                .then_usage(150, 30),
+        );
+    let s = setup("a1-s0-alpha", script).await;
+    let report = run(
+        s.client.clone(),
+        options(&s, "a1-s0-alpha"),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.phase, ExecutionPhase::Completed);
+    let first = report.first_llm_request.expect("an LLM request was made");
+    println!(
+        "runner start -> first LLM request: {:.1} ms (MCP init {:.1} ms excluded)",
+        first.as_secs_f64() * 1000.0,
+        report.mcp_init.as_secs_f64() * 1000.0
+    );
+
+    let api: Api<AgentExecution> = Api::namespaced(s.client.clone(), NS);
+    let status = api.get("a1-s0-alpha").await.unwrap().status.unwrap();
+    assert_eq!(status.phase, Some(ExecutionPhase::Completed));
+    assert_eq!(
+        status.execution_id.as_deref(),
+        Some(s.execution_id.as_str())
+    );
+    assert!(status.iteration.unwrap_or(0) >= 2, "{status:?}");
+    let tokens = status.tokens.clone().expect("tokens reported");
+    assert!(tokens.input >= 250 && tokens.output >= 50, "{tokens:?}");
+    assert!(!status.recent_timeline.is_empty());
+    assert!(status.recent_timeline.len() <= MAX_RECENT_TIMELINE);
+    assert!(
+        status
+            .recent_timeline
+            .iter()
+            .any(|t| t.event_type == "final_analysis"),
+        "{:?}",
+        status.recent_timeline
+    );
+    assert!(
+        status
+            .final_analysis
+            .as_deref()
+            .unwrap_or_default()
+            .contains("OOMKilled"),
+        "{status:?}"
+    );
+    assert!(status.error.is_none());
+    assert!(status.started_at.is_some() && status.completed_at.is_some());
+
+    let row = s.store.get_agent_execution(&s.execution_id).await.unwrap();
+    assert_eq!(row.status, ExecutionStatus::Completed);
+    let events = s.store.execution_timeline(&s.execution_id).await.unwrap();
+    assert!(events.iter().any(
+        |e| e.event_type == TimelineEventType::FinalAnalysis && e.content.contains("OOMKilled")
+    ));
+    // The tool really ran against the MCP server.
+    assert!(
+        events
+            .iter()
+            .any(|e| e.content.contains("evidence: OOMKilled")
+                && e.event_type != TimelineEventType::LlmThinking),
+        "{events:#?}"
+    );
+    assert_eq!(s.llm.script().request_count(), 2);
+    s.mcp.stop().await;
+}
+
+#[tokio::test]
+async fn cancellation_records_cancelled_and_returns_ok() {
+    let script = ScriptedLlm::new();
+    script.push(ScriptedResponse::hang());
+    let s = setup("a1-s0-hang", script).await;
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(run(
+        s.client.clone(),
+        options(&s, "a1-s0-hang"),
+        cancel.clone(),
+    ));
+    let api: Api<AgentExecution> = Api::namespaced(s.client.clone(), NS);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let phase = api
+            .get("a1-s0-hang")
+            .await
+            .unwrap()
+            .status
+            .and_then(|st| st.phase);
+        if phase == Some(ExecutionPhase::Active) && s.llm.script().request_count() > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never became Active: {phase:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cancel.cancel();
+    let report = tokio::time::timeout(Duration::from_secs(20), task)
+        .await
+        .expect("the runner stops promptly")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.phase, ExecutionPhase::Cancelled);
+    let status = api.get("a1-s0-hang").await.unwrap().status.unwrap();
+    assert_eq!(status.phase, Some(ExecutionPhase::Cancelled));
+    let row = s.store.get_agent_execution(&s.execution_id).await.unwrap();
+    assert_eq!(row.status, ExecutionStatus::Cancelled);
+    s.mcp.stop().await;
+}
+
+#[tokio::test]
+async fn unreachable_postgres_fails_clearly_after_bounded_retries() {
+    let s = setup("a1-s0-nodb", ScriptedLlm::new()).await;
+    let mut o = options(&s, "a1-s0-nodb");
+    // Nothing listens on port 1.
+    o.database_url = "postgres://tarsy:tarsy@127.0.0.1:1/tarsy".into();
+    o.database_retry = Duration::from_secs(2);
+    let started = Instant::now();
+    let err = run(s.client.clone(), o, CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(err.to_string().contains("Postgres unreachable"), "{err}");
+    let api: Api<AgentExecution> = Api::namespaced(s.client.clone(), NS);
+    let status = api.get("a1-s0-nodb").await.unwrap().status.unwrap();
+    assert_eq!(status.phase, Some(ExecutionPhase::Failed));
+    assert!(status.error.unwrap().contains("Postgres"));
+    s.mcp.stop().await;
+}
