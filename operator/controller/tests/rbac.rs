@@ -45,11 +45,19 @@ fn runner_may_only_write_agentexecution_status() {
         "patch"
     ));
     assert!(grants(&rules, "tarsy.dev", "agentexecutions", "get"));
+    // It rebuilds its config from the providers and servers it names.
+    assert!(grants(&rules, "tarsy.dev", "llmproviders", "list"));
+    assert!(grants(&rules, "tarsy.dev", "mcpservers", "list"));
     for r in &rules {
         for res in r.resources.iter().flatten() {
-            assert!(res.starts_with("agentexecutions"), "runner gets {res}");
-            if res == "agentexecutions" {
-                assert_eq!(r.verbs, ["get"], "runner may only read its execution");
+            match res.as_str() {
+                "agentexecutions" => {
+                    assert_eq!(r.verbs, ["get"], "runner may only read its execution")
+                }
+                "llmproviders" | "mcpservers" => {
+                    assert_eq!(r.verbs, ["get", "list"], "runner may only read {res}")
+                }
+                other => assert!(other.starts_with("agentexecutions/"), "runner gets {other}"),
             }
         }
     }
