@@ -105,6 +105,9 @@ async fn client(kubeconfig: &Path) -> Client {
     let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .unwrap();
+    // Two rustls providers are linked in the workspace build (kube: ring, reqwest:
+    // aws-lc-rs); the tarsy binary picks ring in main(), tests must do the same.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     Client::try_from(config).unwrap()
 }
 
