@@ -10,15 +10,12 @@
 //! dropped. Each round publishes one event and waits for the client to
 //! receive it, so the figures are latencies, not throughput.
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use sqlx::Executor;
-use sqlx::postgres::PgConnectOptions;
 use tarsy_api::{
     AlertAccepted, Api, ApiConfig, CancelError, CancelOutcome, ChatAccepted, ChatError,
     ChatSubmission, NewAlert, SessionControl, SubmitError,
@@ -139,41 +136,23 @@ async fn main() {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
 
-    let url = std::env::var("TARSY_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://tarsy:tarsy@127.0.0.1:55432/tarsy".to_string());
-    let admin_options = match PgConnectOptions::from_str(&url) {
-        Ok(o) => o,
+    let db = match tarsy_store::testing::TestDatabase::create("tarsy_ws_bench").await {
+        Ok(db) => db,
         Err(e) => {
             println!("Postgres NOTIFY: skipped ({e})");
             return;
         }
     };
-    let mut admin =
-        match <sqlx::PgConnection as sqlx::Connection>::connect_with(&admin_options).await {
-            Ok(c) => c,
-            Err(e) => {
-                println!("Postgres NOTIFY: skipped, server unreachable ({e})");
-                return;
-            }
-        };
-    let name = format!("tarsy_ws_bench_{}", uuid::Uuid::new_v4().simple());
-    (&mut admin)
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .await
-        .expect("create scratch database");
-    let db_url = admin_options.database(&name);
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(6)
-        .connect_with(db_url)
-        .await
-        .expect("connect scratch database");
-    let store = Store::from_postgres_pool(pool);
-    store.migrate().await.expect("migrate");
+    let store = Store::connect_with(
+        db.url(),
+        tarsy_store::ConnectOptions {
+            max_connections: 6,
+            ..tarsy_store::ConnectOptions::default()
+        },
+    )
+    .await
+    .expect("connect and migrate the scratch database");
     measure("Postgres NOTIFY/LISTEN", store.clone(), rounds).await;
     store.close().await;
-    let _ = (&mut admin)
-        .execute(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-        )))
-        .await;
+    let _ = db.drop_database().await;
 }

@@ -9,13 +9,11 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use sqlx::Executor;
 use tarsy_core::{ExecutionKind, ExecutionStatus, IterationStrategy, TimelineEventType};
 use tarsy_crds::{
     AgentExecution, AgentExecutionSpec, Backend, ExecutionPhase, LLMProvider, MAX_RECENT_TIMELINE,
@@ -23,6 +21,7 @@ use tarsy_crds::{
 };
 use tarsy_runner::{RunnerOptions, run};
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedLlmServer, ScriptedResponse};
+use tarsy_store::testing::TestDatabase;
 use tarsy_store::{NewAgentExecution, NewSession, NewStage, Store};
 use tokio_util::sync::CancellationToken;
 
@@ -93,29 +92,13 @@ async fn client(kubeconfig: &Path) -> Client {
     Client::try_from(config).unwrap()
 }
 
-fn postgres_url() -> String {
-    std::env::var("TARSY_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://tarsy:tarsy@127.0.0.1:55432/tarsy".to_string())
-}
-
-/// A fresh, migrated Postgres database; returns its URL and a store.
-async fn fresh_database() -> (String, Store) {
-    let url = postgres_url();
-    let opts = sqlx::postgres::PgConnectOptions::from_str(&url).unwrap();
-    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts)
+/// A fresh, migrated Postgres database, dropped with the returned handle.
+async fn fresh_database() -> (TestDatabase, Store) {
+    let db = TestDatabase::create("tarsy_runner")
         .await
-        .unwrap_or_else(|e| {
-            panic!("Postgres is unreachable at {url}: {e}. Start it with scripts/postgres.sh")
-        });
-    let name = format!("tarsy_runner_{}", uuid::Uuid::new_v4().simple());
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .await
-        .unwrap();
-    let (base, _) = url.rsplit_once('/').unwrap();
-    let db_url = format!("{base}/{name}");
-    let store = Store::connect(&db_url).await.unwrap();
-    (db_url, store)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let store = Store::connect(db.url()).await.unwrap();
+    (db, store)
 }
 
 struct Setup {
@@ -124,6 +107,7 @@ struct Setup {
     client: Client,
     store: Store,
     db_url: String,
+    _db: TestDatabase,
     llm: ScriptedLlmServer,
     mcp: tarsy_test_mcp_server::HttpServer,
     execution_id: String,
@@ -137,7 +121,8 @@ async fn setup(name: &str, script: ScriptedLlm) -> Setup {
     std::fs::create_dir_all(&dir).unwrap();
     let emu = start_emulator(&dir);
     let client = client(&emu.kubeconfig).await;
-    let (db_url, store) = fresh_database().await;
+    let (db, store) = fresh_database().await;
+    let db_url = db.url().to_string();
     let llm = ScriptedLlmServer::start(script).await.unwrap();
     let mcp = tarsy_test_mcp_server::spawn_http("127.0.0.1:0".parse().unwrap())
         .await
@@ -247,6 +232,7 @@ async fn setup(name: &str, script: ScriptedLlm) -> Setup {
         client,
         store,
         db_url,
+        _db: db,
         llm,
         mcp,
         execution_id,

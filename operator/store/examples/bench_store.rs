@@ -10,17 +10,14 @@
 //! server); a scratch database is created and dropped. If it is unreachable
 //! only SQLite is measured.
 
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sqlx::Executor;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tarsy_core::{
     ExecutionKind, IterationStrategy, MessageRole, NewMessage, NewTimelineEvent, RecordScope,
     TimelineEventStatus, TimelineEventType,
 };
-use tarsy_store::{NewAgentExecution, NewSession, NewStage, Store};
+use tarsy_store::{ConnectOptions, NewAgentExecution, NewSession, NewStage, Store};
 
 struct Stats {
     name: &'static str,
@@ -188,37 +185,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
 
-    let url = std::env::var("TARSY_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://tarsy:tarsy@127.0.0.1:55432/tarsy".to_string());
-    let admin_options = PgConnectOptions::from_str(&url)?;
-    let admin = match PgPoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(Duration::from_secs(3))
-        .connect_with(admin_options.clone())
-        .await
-    {
-        Ok(pool) => pool,
+    let db = match tarsy_store::testing::TestDatabase::create("tarsy_bench").await {
+        Ok(db) => db,
         Err(e) => {
             println!("postgres  skipped: {e}");
             return Ok(());
         }
     };
-    let name = format!("tarsy_bench_{}", uuid::Uuid::new_v4().simple());
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with(admin_options.database(&name))
-        .await?;
-    let postgres = Store::from_postgres_pool(pool);
-    postgres.migrate().await?;
+    let postgres = Store::connect_with(
+        db.url(),
+        ConnectOptions {
+            max_connections: 2,
+            ..ConnectOptions::default()
+        },
+    )
+    .await?;
     let result = run(&postgres, "postgres", iterations).await;
     postgres.close().await;
-    admin
-        .execute(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-        )))
-        .await?;
+    db.drop_database().await?;
     result
 }

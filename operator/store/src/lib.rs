@@ -25,6 +25,8 @@ mod model;
 mod recorder;
 mod sessions;
 mod stages;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod timeline;
 
 use std::str::FromStr;

@@ -7,33 +7,25 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::{FutureExt, SinkExt, StreamExt};
 use serde_json::{Value, json};
-use sqlx::Executor;
-use sqlx::postgres::PgConnectOptions;
 use tarsy_api::{
     AlertAccepted, Api, ApiConfig, CancelError, CancelOutcome, ChatAccepted, ChatError,
     ChatSubmission, NewAlert, SessionControl, SubmitError,
 };
 use tarsy_core::{ExecutionStatus, SessionStatus};
 use tarsy_events::{EventHub, StorePublisher};
+use tarsy_store::testing::TestDatabase;
 use tarsy_store::{ConnectOptions, NewSession, NewStage, Store};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 // ------------------------------------------------------------ databases
-
-/// Where the Postgres tests connect (a role allowed to create databases).
-pub fn postgres_url() -> String {
-    std::env::var("TARSY_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://tarsy:tarsy@127.0.0.1:55432/tarsy".to_string())
-}
 
 fn unique_name(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
@@ -73,44 +65,18 @@ where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let url = postgres_url();
-    let admin_options = PgConnectOptions::from_str(&url)
-        .unwrap_or_else(|e| panic!("TARSY_TEST_DATABASE_URL {url:?} is not a Postgres URL: {e}"));
-    let connect = tokio::time::timeout(
-        Duration::from_secs(10),
-        <sqlx::PgConnection as sqlx::Connection>::connect_with(&admin_options),
-    )
-    .await;
-    let mut admin = match connect {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(e)) => {
-            panic!("Postgres is unreachable at {url}: {e}. Start it with scripts/postgres.sh.")
-        }
-        Err(_) => panic!("Postgres is unreachable at {url}: no answer within 10 s."),
-    };
-    let name = unique_name("tarsy_api_test");
-    (&mut admin)
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+    let db = TestDatabase::create("tarsy_api_test")
         .await
-        .unwrap_or_else(|e| panic!("cannot create test database {name}: {e}"));
-    let db_url = database_url(&url, &name);
+        .unwrap_or_else(|e| panic!("{e}"));
     // Migrate once, up front, so that several stores can share the database.
-    Store::connect(&db_url)
+    Store::connect(db.url())
         .await
         .expect("migrate the test database")
         .close()
         .await;
-    let outcome = AssertUnwindSafe(test(db_url)).catch_unwind().await;
-    let dropped = (&mut admin)
-        .execute(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-        )))
-        .await;
-    let _ = sqlx::Connection::close(admin).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
-    dropped.unwrap_or_else(|e| panic!("cannot drop test database {name}: {e}"));
+    // A panicking test drops `db` while unwinding, which drops the database.
+    test(db.url().to_string()).await;
+    db.drop_database().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Opens a store on an already migrated Postgres database.
@@ -142,22 +108,6 @@ where
         }
     })
     .await
-}
-
-fn database_url(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let authority_start = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let base = match base[authority_start..].find('/') {
-        Some(slash) => &base[..authority_start + slash],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{database}?{q}"),
-        None => format!("{base}/{database}"),
-    }
 }
 
 /// Declares each `async fn name(store: Store)` as `name::sqlite` and `name::postgres`.

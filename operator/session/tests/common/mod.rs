@@ -7,25 +7,17 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::str::FromStr;
 use std::time::Duration;
 
 use futures::FutureExt;
-use sqlx::Executor;
-use sqlx::postgres::PgConnectOptions;
 use tarsy_api::NewAlert;
 use tarsy_config::{Config, DefaultsSpec, build_config, parse_config};
 use tarsy_core::{ExecutionStatus, SessionStatus};
 use tarsy_mcp::McpTimeouts;
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedLlmServer};
 use tarsy_session::{DriverSettings, LocalApp, LocalOptions};
+use tarsy_store::testing::TestDatabase;
 use tarsy_store::{AgentExecution, Session, Stage, Store};
-
-/// Where the Postgres tests connect (a role allowed to create databases).
-pub fn postgres_url() -> String {
-    std::env::var("TARSY_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://tarsy:tarsy@127.0.0.1:55432/tarsy".to_string())
-}
 
 fn unique_name(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
@@ -55,55 +47,12 @@ where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let url = postgres_url();
-    let admin_options = PgConnectOptions::from_str(&url)
-        .unwrap_or_else(|e| panic!("TARSY_TEST_DATABASE_URL {url:?} is not a Postgres URL: {e}"));
-    let connect = tokio::time::timeout(
-        Duration::from_secs(10),
-        <sqlx::PgConnection as sqlx::Connection>::connect_with(&admin_options),
-    )
-    .await;
-    let mut admin = match connect {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(e)) => {
-            panic!("Postgres is unreachable at {url}: {e}. Start it with scripts/postgres.sh.")
-        }
-        Err(_) => panic!("Postgres is unreachable at {url}: no answer within 10 s."),
-    };
-    let name = unique_name("tarsy_session_test");
-    (&mut admin)
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+    let db = TestDatabase::create("tarsy_session_test")
         .await
-        .unwrap_or_else(|e| panic!("cannot create test database {name}: {e}"));
-    let outcome = AssertUnwindSafe(test(database_url(&url, &name)))
-        .catch_unwind()
-        .await;
-    let dropped = (&mut admin)
-        .execute(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-        )))
-        .await;
-    let _ = sqlx::Connection::close(admin).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
-    dropped.unwrap_or_else(|e| panic!("cannot drop test database {name}: {e}"));
-}
-
-fn database_url(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let authority_start = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let base = match base[authority_start..].find('/') {
-        Some(slash) => &base[..authority_start + slash],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{database}?{q}"),
-        None => format!("{base}/{database}"),
-    }
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A panicking test drops `db` while unwinding, which drops the database.
+    test(db.url().to_string()).await;
+    db.drop_database().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Declares each `async fn name(db_url: String)` as `name::sqlite` and

@@ -6,24 +6,15 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::str::FromStr;
-use std::time::Duration;
 
 use futures::FutureExt;
 use serde_json::json;
-use sqlx::Executor;
-use sqlx::postgres::PgConnectOptions;
 use tarsy_core::{
     ExecutionKind, IterationStrategy, NewTimelineEvent, RecordScope, TimelineEventStatus,
     TimelineEventType,
 };
+use tarsy_store::testing::TestDatabase;
 use tarsy_store::{ConnectOptions, NewAgentExecution, NewSession, NewStage, Store};
-
-/// Where the Postgres tests connect (an account allowed to create databases).
-pub fn postgres_url() -> String {
-    std::env::var("TARSY_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://tarsy:tarsy@127.0.0.1:55432/tarsy".to_string())
-}
 
 fn unique_name(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
@@ -66,29 +57,11 @@ where
     F: FnOnce(Store) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let url = postgres_url();
-    let admin_options = PgConnectOptions::from_str(&url)
-        .unwrap_or_else(|e| panic!("TARSY_TEST_DATABASE_URL {url:?} is not a Postgres URL: {e}"));
-    // One plain connection (not a pool) so that the real cause — refused,
-    // bad password, unknown host — reaches the failure message.
-    let connect = tokio::time::timeout(
-        Duration::from_secs(10),
-        <sqlx::PgConnection as sqlx::Connection>::connect_with(&admin_options),
-    )
-    .await;
-    let mut admin = match connect {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(e)) => panic!("{}", unreachable_message(&url, &e.to_string())),
-        Err(_) => panic!("{}", unreachable_message(&url, "no answer within 10 s")),
-    };
-    let name = unique_name("tarsy_test");
-    (&mut admin)
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+    let db = TestDatabase::create("tarsy_test")
         .await
-        .unwrap_or_else(|e| panic!("cannot create test database {name}: {e}"));
-
+        .unwrap_or_else(|e| panic!("{e}"));
     let store = Store::connect_with(
-        &database_url(&url, &name),
+        db.url(),
         ConnectOptions {
             max_connections: 6,
             ..ConnectOptions::default()
@@ -98,40 +71,10 @@ where
     .expect("connect to the test database and migrate it");
     let outcome = AssertUnwindSafe(test(store.clone())).catch_unwind().await;
     store.close().await;
-    let dropped = (&mut admin)
-        .execute(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-        )))
-        .await;
-    let _ = sqlx::Connection::close(admin).await;
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }
-    dropped.unwrap_or_else(|e| panic!("cannot drop test database {name}: {e}"));
-}
-
-fn unreachable_message(url: &str, cause: &str) -> String {
-    format!(
-        "Postgres is unreachable at {url}: {cause}. Start it with scripts/postgres.sh or point \
-         TARSY_TEST_DATABASE_URL at a server where this role may create databases."
-    )
-}
-
-/// `url` with its database name replaced by `database`.
-pub fn database_url(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let authority_start = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let base = match base[authority_start..].find('/') {
-        Some(slash) => &base[..authority_start + slash],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{database}?{q}"),
-        None => format!("{base}/{database}"),
-    }
+    db.drop_database().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Declares each listed `async fn name(store: Store)` as two tests,
