@@ -349,7 +349,8 @@ pub async fn run(
                 TokenUsage::default(),
                 0,
             );
-            return finish(
+            let end = (result.status, result.error.clone());
+            let report = finish(
                 &store,
                 &writer,
                 &execution_id,
@@ -359,6 +360,8 @@ pub async fn run(
                 Duration::ZERO,
             )
             .await;
+            finish_chat_stage(&store, &ae, &stage_id, end.0, end.1.as_deref()).await;
+            return report;
         }
     };
 
@@ -430,7 +433,7 @@ pub async fn run(
     let run = Execution {
         store: store.clone(),
         ae: &ae,
-        stage_id,
+        stage_id: stage_id.clone(),
         execution_id: execution_id.clone(),
         config,
         mcp_configs,
@@ -443,7 +446,8 @@ pub async fn run(
     reporter_stop.cancel();
     let _ = reporter.await;
     let first = *first_call.lock().unwrap_or_else(|e| e.into_inner());
-    finish(
+    let end = (result.status, result.error.clone());
+    let report = finish(
         &store,
         &writer,
         &execution_id,
@@ -452,7 +456,63 @@ pub async fn run(
         first.map(|d| d.saturating_sub(mcp_init)),
         mcp_init,
     )
-    .await
+    .await;
+    finish_chat_stage(&store, &ae, &stage_id, end.0, end.1.as_deref()).await;
+    report
+}
+
+/// A chat answer is its own stage record: it ends with the execution (as in
+/// local mode), otherwise the chat would refuse every later question as busy.
+/// Best effort: the API also closes a chat stage whose execution ended.
+async fn finish_chat_stage(
+    store: &Store,
+    ae: &AgentExecution,
+    stage_id: &str,
+    status: ExecutionStatus,
+    error: Option<&str>,
+) {
+    let Some(chat) = chat_of(ae) else { return };
+    if let Err(e) = store.update_stage_status(stage_id, status, error).await {
+        tracing::warn!(stage_id, error = %e, "cannot record the chat stage's end");
+    }
+    if let Err(e) = store.touch_chat(&chat.chat_id, None).await {
+        tracing::warn!(chat_id = %chat.chat_id, error = %e, "cannot record the chat's last interaction");
+    }
+    publish_chat_stage(store, ae, stage_id, status.as_str()).await;
+}
+
+/// The chat request of a chat execution.
+fn chat_of(ae: &AgentExecution) -> Option<&tarsy_crds::ChatRequestSpec> {
+    let kind: ExecutionKind = ae.spec.kind.into();
+    ae.spec
+        .chat
+        .as_ref()
+        .filter(|_| kind == ExecutionKind::Chat)
+}
+
+/// `stage.status` of a chat stage, as local mode publishes it.
+async fn publish_chat_stage(store: &Store, ae: &AgentExecution, stage_id: &str, status: &str) {
+    let session_id = &ae.spec.session_id;
+    let payload = json!({
+        "type": "stage.status",
+        "session_id": session_id,
+        "stage_id": stage_id,
+        "stage_name": ae.spec.stage.name,
+        "stage_index": ae.spec.stage.index,
+        "status": status,
+        "timestamp": chrono::Utc::now().to_rfc3339(),
+    });
+    let publisher = tarsy_events::StorePublisher::new(store.clone(), None);
+    if let Err(e) = publisher
+        .publish(
+            session_id,
+            &tarsy_core::recorder::session_channel(session_id),
+            payload,
+        )
+        .await
+    {
+        tracing::warn!(stage_id, error = %e, "cannot publish the chat stage's status");
+    }
 }
 
 type Prepared = (
@@ -653,6 +713,20 @@ impl Execution<'_> {
             .await
         {
             tracing::warn!(error = %e, "cannot mark the execution active");
+        }
+        if let Some(chat) = chat_of(self.ae) {
+            if let Err(e) = self
+                .store
+                .update_stage_status(&self.stage_id, ExecutionStatus::Active, None)
+                .await
+            {
+                tracing::warn!(error = %e, "cannot mark the chat stage active");
+            }
+            let pod = self.ae.metadata.name.as_deref();
+            if let Err(e) = self.store.touch_chat(&chat.chat_id, pod).await {
+                tracing::warn!(error = %e, "chat heartbeat failed");
+            }
+            publish_chat_stage(&self.store, self.ae, &self.stage_id, "started").await;
         }
         let session = match self.store.get_session(&self.ae.spec.session_id).await {
             Ok(s) => s,

@@ -6,19 +6,17 @@
 //! `TARSY_KUBE_PYTHON`; the default venv location is also tried). Without it
 //! these tests FAIL with that instruction. Postgres: `TARSY_TEST_DATABASE_URL`.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use tarsy_core::{ExecutionKind, ExecutionStatus, IterationStrategy, TimelineEventType};
 use tarsy_crds::{
     AgentExecution, AgentExecutionSpec, Backend, ExecutionPhase, LLMProvider, MAX_RECENT_TIMELINE,
     MCPServer, ResolvedConfigSpec, StageRef,
 };
+use tarsy_kube_harness::{Emulator, EmulatorOptions};
 use tarsy_runner::{RunnerOptions, run};
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedLlmServer, ScriptedResponse};
 use tarsy_store::testing::TestDatabase;
@@ -26,71 +24,6 @@ use tarsy_store::{NewAgentExecution, NewSession, NewStage, Store};
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
-
-struct Emulator {
-    child: Child,
-    kubeconfig: PathBuf,
-}
-
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn emulator_python() -> PathBuf {
-    if let Some(p) = std::env::var_os("TARSY_KUBE_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = std::env::var_os("HOME")
-        .map(|h| PathBuf::from(h).join(".cache/tarsy/kube-venv/bin/python"));
-    match venv.filter(|v| v.exists()) {
-        Some(v) => v,
-        None => panic!(
-            "the Kubernetes API emulator is not installed: run `eval \"$(e2e/kube/install.sh)\"` \
-             (it exports TARSY_KUBE_PYTHON) and run the tests again"
-        ),
-    }
-}
-
-fn start_emulator(dir: &Path) -> Emulator {
-    let kubeconfig = dir.join("kubeconfig");
-    let mut child = Command::new(emulator_python())
-        .args(["-m", "tarsy_kube_emulator", "--port", "0"])
-        .arg("--kubeconfig-out")
-        .arg(&kubeconfig)
-        .arg("--crds")
-        .arg(repo_root().join("crds/manifests"))
-        .env("PYTHONPATH", repo_root().join("e2e/kube"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("starting the emulator (run e2e/kube/install.sh)");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(
-        line.starts_with("http"),
-        "emulator printed {line:?} (run e2e/kube/install.sh)"
-    );
-    Emulator { child, kubeconfig }
-}
-
-async fn client(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
 
 /// A fresh, migrated Postgres database, dropped with the returned handle.
 async fn fresh_database() -> (TestDatabase, Store) {
@@ -115,12 +48,10 @@ struct Setup {
 
 /// Everything a runner needs: objects in the API, session rows in Postgres.
 async fn setup(name: &str, script: ScriptedLlm) -> Setup {
-    // Two TLS backends are linked in the workspace: pick one for the process.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = std::env::temp_dir().join(format!("tarsy-runner-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
-    let emu = start_emulator(&dir);
-    let client = client(&emu.kubeconfig).await;
+    let emu = Emulator::start(EmulatorOptions::new(&dir)).unwrap_or_else(|e| panic!("{e}"));
+    let client = emu.client().await.unwrap_or_else(|e| panic!("{e}"));
     let (db, store) = fresh_database().await;
     let db_url = db.url().to_string();
     let llm = ScriptedLlmServer::start(script).await.unwrap();

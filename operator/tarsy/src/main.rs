@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod api;
 mod controller;
 mod investigate;
 mod mcp_bridge;
@@ -48,6 +49,9 @@ enum Command {
     Controller(controller::ControllerArgs),
     /// Run one AgentExecution (inside its investigation pod).
     Runner(runner::RunnerArgs),
+    /// Serve the REST/WebSocket API in cluster mode: alerts, cancellation
+    /// and chat become Kubernetes resources of one namespace.
+    Api(api::ApiArgs),
 }
 
 #[tokio::main]
@@ -72,6 +76,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Webhooks(args) => webhooks::run(args).await,
         Command::Controller(args) => controller::run(args).await,
+        Command::Api(args) => api::run(args).await,
         Command::Runner(args) => {
             let code = runner::run(args).await?;
             std::process::exit(code);

@@ -1,0 +1,366 @@
+//! Follow-up chat in cluster mode: the same rules as local mode (terminal
+//! sessions only — cancelled ones excepted —, chat enabled for the chain,
+//! one answer at a time per chat, no orphan question when refused), but the
+//! answer is an `AgentExecution` of kind `chat` owned by the Alert: the
+//! operator runs its pod and the runner answers with the whole session
+//! timeline as context, then closes the chat stage.
+//!
+//! The operator's Alert reconcile stops at terminal phases, so the API
+//! creates this execution itself (the one deviation from "AgentExecutions
+//! are written by the operator only"); everything about it — name, labels,
+//! owner reference, Postgres ids — is what the operator would produce.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
+use kube::api::PostParams;
+use tarsy_api::{ChatAccepted, ChatError, ChatSubmission};
+use tarsy_config::{chat_enabled, resolved_spec};
+use tarsy_controller::names;
+use tarsy_controller::pod::{LABEL_ALERT, LABEL_MANAGED_BY, LABEL_SESSION, MANAGED_BY};
+use tarsy_core::{
+    ExecutionKind, ExecutionStatus, McpSelection, ResolvedAgentConfig, SessionStatus,
+};
+use tarsy_crds::{AgentExecution, AgentExecutionSpec, Alert, ChatRequestSpec, StageRef};
+use tarsy_store::{ChatUserMessage, NewAgentExecution, NewStage, Session, Stage, StoreError};
+
+use crate::{KubeSessionControl, kube_message, transient};
+
+/// Name of the stage record answering a chat question (as in local mode).
+pub const CHAT_STAGE_NAME: &str = "Chat Response";
+
+/// Longest question an AgentExecution carries (its schema bound); longer
+/// questions are clipped there, the stored question stays whole.
+const MAX_SPEC_QUESTION_CHARS: usize = 16_384;
+
+/// How long a chat stage may exist without its AgentExecution before it is
+/// taken for the remains of a submission that died half-way.
+const MISSING_EXECUTION_GRACE: Duration = Duration::from_secs(60);
+
+fn internal(e: impl std::fmt::Display) -> ChatError {
+    ChatError::Internal(e.to_string())
+}
+
+fn chat_kube(what: &str, e: kube::Error) -> ChatError {
+    tracing::warn!(error = %e, "{what}");
+    let msg = kube_message(what, &e);
+    if transient(&e) {
+        ChatError::Unavailable(msg)
+    } else {
+        ChatError::Internal(msg)
+    }
+}
+
+/// Chat is for sessions whose investigation has ended, cancelled ones excepted.
+fn chat_available(status: SessionStatus) -> bool {
+    matches!(
+        status,
+        SessionStatus::Completed | SessionStatus::Failed | SessionStatus::TimedOut
+    )
+}
+
+/// Accepts a question and creates the execution answering it.
+pub(crate) async fn submit(
+    ctl: &KubeSessionControl,
+    submission: ChatSubmission,
+) -> Result<ChatAccepted, ChatError> {
+    let content = submission.content.trim().to_string();
+    if content.is_empty() {
+        return Err(ChatError::Invalid("the question is empty".into()));
+    }
+    let session = match ctl.store.get_session(&submission.session_id).await {
+        Ok(s) => s,
+        Err(StoreError::NotFound { .. }) => {
+            return Err(ChatError::NotFound(submission.session_id));
+        }
+        Err(e) => return Err(internal(e)),
+    };
+    if !chat_available(session.status) {
+        return Err(ChatError::NotAvailable {
+            status: session.status,
+        });
+    }
+    // The answer is owned by the Alert: without it there is nothing to chat about.
+    let alert = ctl
+        .alert_by_uid(&session.id)
+        .await
+        .map_err(|e| chat_kube("listing Alerts", e))?
+        .ok_or_else(|| ChatError::NotFound(session.id.clone()))?;
+    let config = ctl
+        .config()
+        .await
+        .map_err(|e| chat_kube("reading the configuration", e))?;
+    let chain = config
+        .chain(&session.chain_id)
+        .ok_or_else(|| ChatError::Disabled(session.chain_id.clone()))?;
+    if !chat_enabled(&chain.spec) {
+        return Err(ChatError::Disabled(session.chain_id.clone()));
+    }
+    // The Alert's selection is the source the operator used (the stored
+    // row holds the same, in the resource's field names).
+    let selection = alert.spec.mcp_selection.as_ref().map(McpSelection::from);
+    let resolved = config
+        .resolve_chat(&chain.name, &chain.spec, selection.as_ref())
+        .map_err(|e| ChatError::Invalid(format!("cannot resolve the chat agent: {e}")))?;
+
+    let created = ctl
+        .store
+        .get_or_create_chat(&session.id, Some(&submission.author))
+        .await
+        .map_err(internal)?;
+    let chat = created.record;
+    if let Some(active) = ctl
+        .store
+        .active_stage_for_chat(&chat.id)
+        .await
+        .map_err(internal)?
+        && !close_if_ended(ctl, &alert, &active).await?
+    {
+        return Err(ChatError::Busy { chat_id: chat.id });
+    }
+
+    let message = ctl
+        .store
+        .create_chat_user_message(&chat.id, &content, Some(&submission.author))
+        .await
+        .map_err(internal)?;
+    let answer = Answer {
+        ctl,
+        alert: &alert,
+        session: &session,
+        chat_id: &chat.id,
+        message: &message,
+        resolved: &resolved,
+        author: &submission.author,
+    };
+    match answer.start().await {
+        Ok(stage_id) => Ok(ChatAccepted {
+            chat_id: chat.id,
+            message_id: message.id,
+            stage_id,
+            chat_created: created.created,
+        }),
+        Err(e) => {
+            // A refused question leaves no orphan message behind.
+            if let Err(d) = ctl.store.delete_chat_user_message(&message.id).await {
+                tracing::warn!(message_id = %message.id, error = %d, "cannot delete a refused chat message");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The chat's active stage has ended when its execution has (the runner or
+/// the operator recorded a terminal phase) or never came to exist: record
+/// that on the stage and report true; false means it is still answering.
+async fn close_if_ended(
+    ctl: &KubeSessionControl,
+    alert: &Alert,
+    stage: &Stage,
+) -> Result<bool, ChatError> {
+    let executions = ctl
+        .executions_of(alert)
+        .await
+        .map_err(|e| chat_kube("listing AgentExecutions", e))?;
+    let ae = executions
+        .iter()
+        .find(|ae| ae.spec.stage.id.as_deref() == Some(stage.id.as_str()));
+    let (status, error) = match ae {
+        Some(ae) => match ae.status.as_ref().and_then(|s| s.phase) {
+            Some(phase) if phase.is_terminal() => (
+                ExecutionStatus::from(phase),
+                ae.status.as_ref().and_then(|s| s.error.clone()),
+            ),
+            _ => return Ok(false),
+        },
+        None => {
+            let age = chrono::Utc::now() - stage.created_at;
+            if age < chrono::Duration::from_std(MISSING_EXECUTION_GRACE).unwrap_or_default() {
+                return Ok(false);
+            }
+            let msg = "the chat answer never started (its AgentExecution does not exist)";
+            for e in ctl
+                .store
+                .list_agent_executions(&stage.id)
+                .await
+                .map_err(internal)?
+            {
+                if !e.status.is_terminal() {
+                    ctl.store
+                        .update_agent_execution_status(&e.id, ExecutionStatus::Failed, Some(msg))
+                        .await
+                        .map_err(internal)?;
+                }
+            }
+            (ExecutionStatus::Failed, Some(msg.to_string()))
+        }
+    };
+    tracing::info!(stage_id = %stage.id, %status, "closing a chat stage whose execution ended");
+    ctl.store
+        .update_stage_status(&stage.id, status, error.as_deref())
+        .await
+        .map_err(internal)?;
+    Ok(true)
+}
+
+/// One question being handed to an execution.
+struct Answer<'a> {
+    ctl: &'a KubeSessionControl,
+    alert: &'a Alert,
+    session: &'a Session,
+    chat_id: &'a str,
+    message: &'a ChatUserMessage,
+    resolved: &'a ResolvedAgentConfig,
+    author: &'a str,
+}
+
+impl Answer<'_> {
+    /// Creates the stage and execution rows, then the AgentExecution;
+    /// returns the stage id.
+    async fn start(&self) -> Result<String, ChatError> {
+        let store = &self.ctl.store;
+        let session_id = self.session.id.as_str();
+        let next = store
+            .max_stage_index(session_id)
+            .await
+            .map_err(internal)?
+            .unwrap_or(0)
+            + 1;
+        let index = u32::try_from(next)
+            .map_err(|_| ChatError::Internal(format!("stage index {next} is out of range")))?;
+        let stage_id = names::stage_id(session_id, index);
+        let stage = store
+            .create_stage(NewStage {
+                id: Some(stage_id.clone()),
+                session_id: session_id.to_string(),
+                stage_name: CHAT_STAGE_NAME.to_string(),
+                stage_index: i64::from(index),
+                expected_agent_count: 1,
+                parallel_type: None,
+                success_policy: None,
+                chat_id: Some(self.chat_id.to_string()),
+                chat_user_message_id: Some(self.message.id.clone()),
+            })
+            .await
+            .map_err(|e| match e {
+                // Another replica placed a question at this index first.
+                e if e.is_conflict() => ChatError::Busy {
+                    chat_id: self.chat_id.to_string(),
+                },
+                e => internal(e),
+            })?;
+        if stage.chat_user_message_id.as_deref() != Some(self.message.id.as_str()) {
+            // The deterministic id existed: a concurrent question won it.
+            return Err(ChatError::Busy {
+                chat_id: self.chat_id.to_string(),
+            });
+        }
+        let execution_id = names::execution_id(session_id, index, 1);
+        let created = store
+            .create_agent_execution(NewAgentExecution {
+                id: Some(execution_id.clone()),
+                stage_id: stage_id.clone(),
+                session_id: session_id.to_string(),
+                agent_name: self.resolved.display_name.clone(),
+                agent_index: 1,
+                kind: ExecutionKind::Chat,
+                iteration_strategy: self.resolved.iteration_strategy,
+                llm_provider: Some(self.resolved.llm_provider.name.clone()),
+            })
+            .await;
+        if let Err(e) = created {
+            self.fail(
+                &stage_id,
+                None,
+                &format!("cannot record the chat execution: {e}"),
+            )
+            .await;
+            return Err(internal(e));
+        }
+        let ae = self.execution(index, &stage_id);
+        let name = ae.name_any();
+        if let Err(e) = self
+            .ctl
+            .api::<AgentExecution>()
+            .create(&PostParams::default(), &ae)
+            .await
+        {
+            let err = chat_kube("creating the chat AgentExecution", e);
+            self.fail(
+                &stage_id,
+                Some(&execution_id),
+                &format!("the chat answer could not start: {err}"),
+            )
+            .await;
+            return Err(err);
+        }
+        tracing::info!(session_id, execution = %name, %stage_id, "chat answer started");
+        Ok(stage_id)
+    }
+
+    /// The chat AgentExecution, shaped like the operator's executions.
+    fn execution(&self, index: u32, stage_id: &str) -> AgentExecution {
+        let alert_name = self.alert.name_any();
+        let session_id = self.session.id.clone();
+        AgentExecution {
+            metadata: ObjectMeta {
+                name: Some(names::execution_name(
+                    &alert_name,
+                    index,
+                    &self.resolved.display_name,
+                )),
+                namespace: Some(self.ctl.namespace.clone()),
+                labels: Some(BTreeMap::from([
+                    (LABEL_ALERT.to_string(), names::label_value(&alert_name)),
+                    (LABEL_SESSION.to_string(), names::label_value(&session_id)),
+                    (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+                ])),
+                owner_references: Some(vec![tarsy_controller::alert::owner_ref(self.alert)]),
+                ..ObjectMeta::default()
+            },
+            spec: AgentExecutionSpec {
+                session_id,
+                alert_name,
+                chain: self.session.chain_id.clone(),
+                stage: StageRef {
+                    index,
+                    name: CHAT_STAGE_NAME.to_string(),
+                    id: Some(stage_id.to_string()),
+                },
+                agent_name: self.resolved.agent_name.clone(),
+                display_name: self.resolved.display_name.clone(),
+                agent_index: 1,
+                kind: ExecutionKind::Chat.into(),
+                resolved: resolved_spec(self.resolved),
+                chat: Some(ChatRequestSpec {
+                    chat_id: self.chat_id.to_string(),
+                    message_id: self.message.id.clone(),
+                    question: tarsy_crds::clip(&self.message.content, MAX_SPEC_QUESTION_CHARS),
+                    author: Some(self.author.to_string()),
+                }),
+            },
+            status: None,
+        }
+    }
+
+    /// Ends the rows of an answer that could not start, so the chat is not
+    /// left busy.
+    async fn fail(&self, stage_id: &str, execution_id: Option<&str>, msg: &str) {
+        let store = &self.ctl.store;
+        if let Some(id) = execution_id
+            && let Err(e) = store
+                .update_agent_execution_status(id, ExecutionStatus::Failed, Some(msg))
+                .await
+        {
+            tracing::warn!(execution_id = id, error = %e, "cannot record the chat execution's failure");
+        }
+        if let Err(e) = store
+            .update_stage_status(stage_id, ExecutionStatus::Failed, Some(msg))
+            .await
+        {
+            tracing::warn!(stage_id, error = %e, "cannot record the chat stage's failure");
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! Cluster-mode [`SessionControl`] for `tarsy api`: alerts, cancellation and
+//! chat as Kubernetes resources (DESIGN §3, §8).
+//!
+//! - an alert becomes an `Alert` (generated name `api-…`); its UID is the
+//!   session id, and the session row is written at once (masked exactly as
+//!   the operator masks it, idempotent) so the session can be read right
+//!   after the answer;
+//! - cancel sets `spec.cancel` on a running Alert, or puts the operator's
+//!   stop annotation on the finished Alert's running chat execution;
+//! - a chat question becomes an `AgentExecution` of kind `chat` owned by the
+//!   Alert, with the same deterministic names, labels and Postgres ids as the
+//!   operator's executions; the operator runs its pod, the runner answers.
+//!
+//! The namespace's configuration (Chain, Agent, MCPServer, LLMProvider) is
+//! listed on every request instead of being cached by watches: submissions
+//! are rare, a list is cheap, and a Chain applied a moment before an alert is
+//! always seen (every API replica agrees with the operator's view).
+
+#![warn(missing_docs)]
+
+mod chat;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use tarsy_api::{
+    AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission, NewAlert,
+    SessionControl, SubmitError,
+};
+use tarsy_config::{Config, Defaults, ResolveError};
+use tarsy_core::recorder::{SESSIONS_CHANNEL, session_channel};
+use tarsy_core::{EventPublisher, MAX_ALERT_DATA_BYTES, SessionStatus};
+use tarsy_crds::{
+    Agent, AgentExecution, Alert, AlertPhase, AlertSource, AlertSpec, Chain, ExecutionKind,
+    LLMProvider, MCPServer, McpSelectionSpec,
+};
+use tarsy_store::{NewSession, Store, StoreError};
+
+pub use chat::CHAT_STAGE_NAME;
+
+/// Prefix of the names of Alerts submitted through the API.
+pub const ALERT_NAME_PREFIX: &str = "api-";
+/// `spec.source.system` of Alerts submitted through the API.
+pub const SOURCE_SYSTEM: &str = "api";
+
+/// [`SessionControl`] on the Kubernetes API of one namespace and the
+/// Postgres session store. Cheap to share behind an `Arc`.
+pub struct KubeSessionControl {
+    client: Client,
+    store: Store,
+    namespace: String,
+    defaults: Defaults,
+    /// Masks alert data before it is stored, as the operator does
+    /// (`None`: masking unavailable, data stored unmasked — fail-open).
+    alert_masker: Option<tarsy_masking::MaskingService>,
+    /// Where `session.status` of new and cancelling sessions is published.
+    publisher: Option<Arc<dyn EventPublisher>>,
+}
+
+impl KubeSessionControl {
+    /// Control over `namespace`. `defaults` must be the operator's (the same
+    /// `TARSY_DEFAULT_*` settings): they complete the configuration and
+    /// decide how alert data is masked.
+    pub fn new(
+        client: Client,
+        store: Store,
+        namespace: impl Into<String>,
+        defaults: Defaults,
+    ) -> Self {
+        let alert_masker = match tarsy_masking::MaskingService::new(
+            [],
+            defaults.alert_masking.clone(),
+        ) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::warn!(error = %e, "alert data masking is unavailable; storing alert data unmasked");
+                None
+            }
+        };
+        Self {
+            client,
+            store,
+            namespace: namespace.into(),
+            defaults,
+            alert_masker,
+            publisher: None,
+        }
+    }
+
+    /// Publishes `session.status` (pending on submission, cancelling on a
+    /// cancel request) through `publisher`, as local mode does, so session
+    /// lists update live.
+    pub fn with_publisher(mut self, publisher: Arc<dyn EventPublisher>) -> Self {
+        self.publisher = Some(publisher);
+        self
+    }
+
+    async fn publish_status(&self, session_id: &str, status: SessionStatus) {
+        let Some(publisher) = &self.publisher else {
+            return;
+        };
+        let payload = serde_json::json!({
+            "type": "session.status",
+            "session_id": session_id,
+            "status": status.as_str(),
+            "timestamp": chrono::Utc::now().to_rfc3339(),
+        });
+        for channel in [session_channel(session_id), SESSIONS_CHANNEL.to_string()] {
+            if let Err(e) = publisher
+                .publish(session_id, &channel, payload.clone())
+                .await
+            {
+                tracing::warn!(session_id, error = %e, "cannot publish the session status");
+            }
+        }
+    }
+
+    /// The namespace alerts are created in.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// The namespace's configuration, built as the operator builds it.
+    async fn config(&self) -> Result<Config, kube::Error> {
+        let lp = ListParams::default();
+        let (chains, agents, servers, providers) = (
+            self.api::<Chain>(),
+            self.api::<Agent>(),
+            self.api::<MCPServer>(),
+            self.api::<LLMProvider>(),
+        );
+        let (chains, agents, servers, providers) = futures::try_join!(
+            chains.list(&lp),
+            agents.list(&lp),
+            servers.list(&lp),
+            providers.list(&lp),
+        )?;
+        Ok(Config::from_resources(
+            self.defaults.clone(),
+            &chains.items,
+            &agents.items,
+            &servers.items,
+            &providers.items,
+        ))
+    }
+
+    /// The Alert whose UID is `session_id`. Selectors cannot match UIDs, so
+    /// the namespace's Alerts are listed — metadata only, since each Alert
+    /// may carry up to 1 MiB of data — and the one found is read.
+    async fn alert_by_uid(&self, session_id: &str) -> Result<Option<Alert>, kube::Error> {
+        let api = self.api::<Alert>();
+        let list = api.list_metadata(&ListParams::default()).await?;
+        let Some(name) = list
+            .items
+            .into_iter()
+            .find(|a| a.metadata.uid.as_deref() == Some(session_id))
+            .and_then(|a| a.metadata.name)
+        else {
+            return Ok(None);
+        };
+        let alert = api.get_opt(&name).await?;
+        // Deleted and re-created under the same name meanwhile: not ours.
+        Ok(alert.filter(|a| a.metadata.uid.as_deref() == Some(session_id)))
+    }
+
+    /// The Alert's AgentExecutions (by the operator's label, then owner UID).
+    async fn executions_of(&self, alert: &Alert) -> Result<Vec<AgentExecution>, kube::Error> {
+        let selector = format!(
+            "{}={}",
+            tarsy_controller::pod::LABEL_ALERT,
+            tarsy_controller::names::label_value(&alert.name_any())
+        );
+        let uid = alert.metadata.uid.clone().unwrap_or_default();
+        let list = self
+            .api::<AgentExecution>()
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter(|ae| {
+                ae.owner_references()
+                    .iter()
+                    .any(|o| o.uid == uid && o.kind == "Alert")
+            })
+            .collect())
+    }
+
+    /// Creates the session row the operator would create (same masking,
+    /// same fields): idempotent, whichever writer comes first.
+    async fn create_session_row(
+        &self,
+        alert: &Alert,
+        uid: &str,
+        chain: &str,
+    ) -> Result<bool, StoreError> {
+        let data = match &self.alert_masker {
+            Some(m) => m.mask_alert_data(&alert.spec.data),
+            None => alert.spec.data.clone(),
+        };
+        self.store
+            .create_session(NewSession {
+                id: uid.to_string(),
+                alert_data: data,
+                alert_type: alert.spec.alert_type.clone(),
+                chain_id: chain.to_string(),
+                author: alert.spec.author.clone(),
+                runbook_url: alert.spec.runbook_url.clone(),
+                mcp_selection: alert
+                    .spec
+                    .mcp_selection
+                    .as_ref()
+                    .and_then(|s| serde_json::to_value(s).ok()),
+            })
+            .await
+            .map(|c| c.created)
+    }
+}
+
+/// Whether a Kubernetes API failure may pass by itself (server trouble,
+/// throttling, the connection) rather than being a refusal.
+fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code >= 500 || s.code == 429,
+        _ => true,
+    }
+}
+
+fn kube_message(what: &str, e: &kube::Error) -> String {
+    format!("Kubernetes API: {what}: {e}")
+}
+
+fn submit_kube(what: &str, e: kube::Error) -> SubmitError {
+    let msg = kube_message(what, &e);
+    tracing::warn!(error = %e, "{what}");
+    match &e {
+        _ if transient(&e) => SubmitError::Unavailable(msg),
+        // The API server's own validation (CEL rules, schema bounds).
+        kube::Error::Api(s) if s.code == 422 || s.code == 400 => {
+            SubmitError::Invalid(format!("the Alert was refused: {}", s.message))
+        }
+        _ => SubmitError::Internal(msg),
+    }
+}
+
+fn submit_error(e: ResolveError) -> SubmitError {
+    match e {
+        ResolveError::NoChainForAlertType(t) => SubmitError::UnknownAlertType(t),
+        ResolveError::AmbiguousAlertType { alert_type, chains } => {
+            SubmitError::AmbiguousAlertType {
+                alert_type,
+                chains: chains.split(", ").map(str::to_string).collect(),
+            }
+        }
+        ResolveError::ChainNotFound(c) => SubmitError::UnknownChain(c),
+        other => SubmitError::Invalid(other.to_string()),
+    }
+}
+
+fn cancel_kube(what: &str, e: kube::Error) -> CancelError {
+    tracing::warn!(error = %e, "{what}");
+    CancelError::Internal(kube_message(what, &e))
+}
+
+#[async_trait]
+impl SessionControl for KubeSessionControl {
+    async fn submit_alert(&self, alert: NewAlert) -> Result<AlertAccepted, SubmitError> {
+        if alert.alert_type.trim().is_empty() {
+            return Err(SubmitError::Invalid("alert_type is empty".into()));
+        }
+        if alert.data.len() > MAX_ALERT_DATA_BYTES {
+            return Err(SubmitError::Invalid(format!(
+                "alert data is {} bytes; the limit is {MAX_ALERT_DATA_BYTES}",
+                alert.data.len()
+            )));
+        }
+        let config = self
+            .config()
+            .await
+            .map_err(|e| submit_kube("reading the configuration", e))?;
+        let chain = config
+            .chain_for_alert(&alert.alert_type, alert.chain.as_deref())
+            .map_err(submit_error)?;
+        if let Some(selection) = &alert.mcp_selection {
+            config.validate_mcp_selection(selection).map_err(|e| {
+                match selection
+                    .servers
+                    .iter()
+                    .find(|s| config.mcp_server(&s.name).is_none())
+                {
+                    Some(unknown) => SubmitError::UnknownMcpServer(unknown.name.clone()),
+                    None => SubmitError::Invalid(format!("mcp_selection: {e}")),
+                }
+            })?;
+        }
+        let object = Alert {
+            metadata: ObjectMeta {
+                generate_name: Some(ALERT_NAME_PREFIX.to_string()),
+                namespace: Some(self.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: AlertSpec {
+                alert_type: alert.alert_type,
+                data: alert.data,
+                chain_ref: alert.chain,
+                runbook_url: alert.runbook_url,
+                mcp_selection: alert.mcp_selection.as_ref().map(McpSelectionSpec::from),
+                author: Some(alert.author),
+                source: Some(AlertSource {
+                    system: SOURCE_SYSTEM.to_string(),
+                    fingerprint: None,
+                }),
+                cancel: None,
+            },
+            status: None,
+        };
+        let created = self
+            .api::<Alert>()
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(|e| submit_kube("creating the Alert", e))?;
+        let uid = created
+            .metadata
+            .uid
+            .clone()
+            .ok_or_else(|| SubmitError::Internal("the created Alert has no uid".into()))?;
+        // The Alert is accepted whatever happens here: the operator writes
+        // the same row when it reconciles, so a failure only delays reads.
+        match self.create_session_row(&created, &uid, &chain.name).await {
+            Ok(true) => self.publish_status(&uid, SessionStatus::Pending).await,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(session_id = %uid, error = %e, "cannot create the session row yet; the operator will");
+            }
+        }
+        tracing::info!(session_id = %uid, alert = %created.name_any(), chain = %chain.name, "alert submitted");
+        Ok(AlertAccepted {
+            session_id: uid,
+            chain_id: chain.name.clone(),
+            status: SessionStatus::Pending,
+        })
+    }
+
+    async fn cancel(&self, session_id: &str) -> Result<CancelOutcome, CancelError> {
+        let alert = self
+            .alert_by_uid(session_id)
+            .await
+            .map_err(|e| cancel_kube("listing Alerts", e))?;
+        let Some(alert) = alert else {
+            // The Alert is gone (deleted): the row may remain, nothing runs.
+            return match self.store.get_session(session_id).await {
+                Ok(s) => Err(CancelError::NothingToCancel { status: s.status }),
+                Err(StoreError::NotFound { .. }) => {
+                    Err(CancelError::NotFound(session_id.to_string()))
+                }
+                Err(e) => Err(CancelError::Internal(e.to_string())),
+            };
+        };
+        let phase = alert
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or(AlertPhase::Pending);
+        if !phase.is_terminal() {
+            if alert.spec.cancel != Some(true) {
+                let patch = serde_json::json!({"spec": {"cancel": true}});
+                match self
+                    .api::<Alert>()
+                    .patch(
+                        &alert.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {
+                        return Err(CancelError::NotFound(session_id.to_string()));
+                    }
+                    Err(e) => return Err(cancel_kube("setting spec.cancel", e)),
+                }
+            }
+            tracing::info!(session_id, alert = %alert.name_any(), "cancellation requested");
+            // A Pending session runs nothing: the operator ends it at once.
+            let status = if phase == AlertPhase::Pending {
+                SessionStatus::Cancelled
+            } else {
+                self.publish_status(session_id, SessionStatus::Cancelling)
+                    .await;
+                SessionStatus::Cancelling
+            };
+            return Ok(CancelOutcome::Session { status });
+        }
+        let executions = self
+            .executions_of(&alert)
+            .await
+            .map_err(|e| cancel_kube("listing AgentExecutions", e))?;
+        let running = executions
+            .into_iter()
+            .filter(|ae| ae.spec.kind == ExecutionKind::Chat)
+            .filter(|ae| {
+                !ae.status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .is_some_and(|p| p.is_terminal())
+            })
+            .max_by_key(|ae| ae.spec.stage.index);
+        if let Some(ae) = running {
+            let patch = serde_json::json!({
+                "metadata": {"annotations": {tarsy_controller::alert::STOP_ANNOTATION: "cancelled"}}
+            });
+            match self
+                .api::<AgentExecution>()
+                .patch(
+                    &ae.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                Ok(_) => {}
+                // Gone meanwhile: it ended, nothing left to stop.
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(cancel_kube("annotating the chat execution", e)),
+            }
+            tracing::info!(session_id, execution = %ae.name_any(), "chat answer cancellation requested");
+            let stage_id = ae.spec.stage.id.clone().unwrap_or_else(|| {
+                tarsy_controller::names::stage_id(session_id, ae.spec.stage.index)
+            });
+            return Ok(CancelOutcome::Chat {
+                chat_id: ae.spec.chat.map(|c| c.chat_id).unwrap_or_default(),
+                stage_id,
+            });
+        }
+        Err(CancelError::NothingToCancel {
+            status: phase.into(),
+        })
+    }
+
+    async fn submit_chat_message(
+        &self,
+        submission: ChatSubmission,
+    ) -> Result<ChatAccepted, ChatError> {
+        chat::submit(self, submission).await
+    }
+}

@@ -1,0 +1,172 @@
+//! `tarsy api`: the REST/WebSocket API in cluster mode. Sessions are read
+//! from Postgres; alerts, cancellation and chat become Kubernetes resources
+//! of one namespace (`tarsy-cluster-control`); live events arrive from every
+//! writer (operator, runners in their pods) through Postgres LISTEN/NOTIFY.
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use tarsy_api::{Api, ApiConfig};
+use tarsy_cluster_control::KubeSessionControl;
+use tarsy_config::{Defaults, DefaultsSpec};
+
+/// Where a pod finds its own namespace.
+const IN_CLUSTER_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// How long open connections (WebSockets) may delay the exit after SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Flags of `tarsy api` (each also read from its environment variable).
+#[derive(Debug, Args)]
+pub struct ApiArgs {
+    /// Address to listen on.
+    #[arg(long, env = "TARSY_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: SocketAddr,
+    /// Namespace alerts are created in and configuration is read from
+    /// (default: the pod's namespace, else `default`).
+    #[arg(long, env = "TARSY_NAMESPACE")]
+    namespace: Option<String>,
+    /// Take the author from X-Forwarded-User / X-Forwarded-Email (only
+    /// behind an authenticating proxy that sets them).
+    #[arg(long, env = "TARSY_TRUST_FORWARDED_IDENTITY")]
+    trust_forwarded_identity: bool,
+    /// Browser origin allowed to open the WebSocket (repeatable; `*`: any).
+    #[arg(long = "allowed-ws-origin")]
+    allowed_ws_origins: Vec<String>,
+    /// Postgres URL of the session store.
+    #[arg(long, env = "TARSY_DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+}
+
+/// The namespace to use: the flag, else the pod's own, else `default`.
+fn namespace(flag: Option<String>) -> String {
+    flag.filter(|n| !n.trim().is_empty())
+        .or_else(|| {
+            std::fs::read_to_string(IN_CLUSTER_NAMESPACE_FILE)
+                .ok()
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+        })
+        .unwrap_or_else(|| "default".to_string())
+}
+
+/// The operator's defaults (`TARSY_DEFAULT_*`): they complete the
+/// configuration and decide alert masking, so both must read the same.
+fn defaults_from_env() -> anyhow::Result<Defaults> {
+    let spec = DefaultsSpec::from_env(&|name| std::env::var(name).ok()).map_err(|errors| {
+        anyhow::anyhow!(
+            "invalid defaults in the environment: {}",
+            errors
+                .iter()
+                .map(|(at, p)| format!("{at}: {p}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    let mut defaults = Defaults::default();
+    defaults.apply(&spec).map_err(|errors| {
+        anyhow::anyhow!(
+            "invalid defaults: {}",
+            errors
+                .iter()
+                .map(|(f, p)| format!("{f}: {p}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    Ok(defaults)
+}
+
+/// Serves the API until SIGTERM or Ctrl-C.
+pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
+    let defaults = defaults_from_env()?;
+    let namespace = namespace(args.namespace);
+    // Migrations as `tarsy controller` runs them (idempotent, serialised by
+    // the migrator's lock), so whichever starts first prepares the schema.
+    let store = tarsy_store::Store::connect(&args.database_url)
+        .await
+        .context("connecting to the session store")?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    let hub = tarsy_events::EventHub::start(store.clone());
+    let control = Arc::new(
+        KubeSessionControl::new(client, store.clone(), namespace.clone(), defaults)
+            .with_publisher(hub.publisher()),
+    );
+    let config = ApiConfig {
+        trust_forwarded_identity: args.trust_forwarded_identity,
+        allowed_ws_origins: args.allowed_ws_origins,
+        ..ApiConfig::default()
+    };
+    let router = Api::new(hub, control, config).router();
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    tracing::info!(addr = %args.listen, %namespace, "TARSy API is serving (cluster mode)");
+
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async {
+                let _ = stop_rx.await;
+            })
+            .into_future(),
+    );
+    tokio::pin!(server);
+    tokio::select! {
+        r = &mut server => {
+            r.context("the API server task failed")?.context("the API server stopped")?;
+            return Ok(());
+        }
+        _ = wait_for_stop() => {}
+    }
+    tracing::info!("shutting down: finishing open requests");
+    let _ = stop_tx.send(());
+    match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+        Ok(r) => r
+            .context("the API server task failed")?
+            .context("the API server stopped")?,
+        // Long-lived WebSockets: clients reconnect to another replica.
+        Err(_) => {
+            tracing::info!("open connections remain after the grace period; closing them");
+            server.abort();
+        }
+    }
+    // Not `store.close()`: it would wait for the event hub's LISTEN
+    // connection, which lives as long as the process.
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
+async fn wait_for_stop() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_flag_wins_and_blank_falls_back() {
+        assert_eq!(namespace(Some("sre".into())), "sre");
+        let fallback = namespace(Some("  ".into()));
+        assert!(!fallback.is_empty());
+    }
+}
