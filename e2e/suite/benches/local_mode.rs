@@ -288,9 +288,7 @@ async fn measure(db_url: String, mcp_url: String, postgres: bool) -> Figures {
     let (mut client, replica) = if postgres {
         let store = tarsy_store::Store::connect(&db_url).await.unwrap();
         let hub = EventHub::start(store.clone());
-        let router = Api::new(hub.clone(), app.app.control(), ApiConfig::default())
-            .with_publisher(hub.publisher())
-            .router();
+        let router = Api::new(hub.clone(), app.app.control(), ApiConfig::default()).router();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let server = tokio::spawn(axum::serve(listener, router).into_future());

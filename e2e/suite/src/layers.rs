@@ -161,10 +161,9 @@ pub async fn snapshot(app: &TestApp, id: &str) -> Snapshot {
 
 /// WebSocket events normalised with the session's names: `stream.chunk`
 /// dropped (transient, chunking varies), grouped by execution (arrival
-/// order kept inside a group; parallel executions interleave), session
-/// events in arrival order, chat events (`chat.*`) in their own group: the
-/// chat answer's stage may start before or after `chat.user_message` is
-/// delivered.
+/// order kept inside a group; parallel executions interleave), session,
+/// stage and chat events in arrival order (a chat question is published
+/// before its answer's stage starts).
 pub fn ws_sequence(names: &Normalizer, events: &[Value]) -> Value {
     let mut groups: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
     for e in events {
@@ -173,9 +172,6 @@ pub fn ws_sequence(names: &Normalizer, events: &[Value]) -> Value {
         }
         let group = match e["execution_id"].as_str() {
             Some(x) => names.text(x),
-            None if e["type"].as_str().is_some_and(|t| t.starts_with("chat.")) => {
-                "chat".to_string()
-            }
             None => "session".to_string(),
         };
         let mut e = e.clone();

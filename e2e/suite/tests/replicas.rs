@@ -51,9 +51,7 @@ async fn multi_replica_streaming(db_url: String) {
     // Replica B: the API over its own store connection and event hub.
     let store_b = Store::connect(&db_url).await.unwrap();
     let hub_b = EventHub::start(store_b.clone());
-    let router = Api::new(hub_b.clone(), a.app.control(), ApiConfig::default())
-        .with_publisher(hub_b.publisher())
-        .router();
+    let router = Api::new(hub_b.clone(), a.app.control(), ApiConfig::default()).router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base_b = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();

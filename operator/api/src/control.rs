@@ -4,7 +4,8 @@
 //! implements it by creating and patching `Alert` resources.
 
 use async_trait::async_trait;
-use tarsy_core::{McpSelection, SessionStatus};
+use tarsy_core::recorder::session_channel;
+use tarsy_core::{EventPublisher, McpSelection, SessionStatus};
 
 /// An alert accepted by the API, ready to become a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,10 +176,51 @@ pub trait SessionControl: Send + Sync {
 
     /// Opens the chat if needed, stores the question, creates its stage and
     /// starts answering it; returns at once (the answer streams as events).
+    /// Before the answer can emit anything, the implementation publishes the
+    /// question with [`publish_chat_accepted`], so that subscribers always
+    /// see `chat.created` / `chat.user_message` before the answer's stage.
     async fn submit_chat_message(
         &self,
         submission: ChatSubmission,
     ) -> Result<ChatAccepted, ChatError>;
+}
+
+/// Publishes an accepted question on its session's channel: `chat.created`
+/// when it opened the chat, then `chat.user_message`. Live delivery is best
+/// effort (the records are stored already): a failure is logged.
+pub async fn publish_chat_accepted(
+    publisher: &dyn EventPublisher,
+    submission: &ChatSubmission,
+    accepted: &ChatAccepted,
+) {
+    let session_id = submission.session_id.as_str();
+    let channel = session_channel(session_id);
+    let now = chrono::Utc::now().to_rfc3339();
+    let mut events = Vec::with_capacity(2);
+    if accepted.chat_created {
+        events.push(serde_json::json!({
+            "type": "chat.created",
+            "session_id": session_id,
+            "chat_id": accepted.chat_id,
+            "created_by": submission.author,
+            "timestamp": now,
+        }));
+    }
+    events.push(serde_json::json!({
+        "type": "chat.user_message",
+        "session_id": session_id,
+        "chat_id": accepted.chat_id,
+        "message_id": accepted.message_id,
+        "stage_id": accepted.stage_id,
+        "content": submission.content.trim(),
+        "author": submission.author,
+        "timestamp": now,
+    }));
+    for event in events {
+        if let Err(e) = publisher.publish(session_id, &channel, event).await {
+            tracing::warn!(%session_id, error = %e, "chat event not published");
+        }
+    }
 }
 
 /// One operational warning shown by `/health`.

@@ -15,7 +15,6 @@ use chrono::Utc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tarsy_core::recorder::{SESSIONS_CHANNEL, session_channel};
 use tarsy_core::{ConversationMessage, McpSelection, SessionStatus, TimelineEvent};
 use tarsy_store::{
     AgentExecution, LlmInteraction, McpInteraction, Session, SessionFilter, SessionSummary,
@@ -533,9 +532,9 @@ pub(crate) async fn send_chat_message(
     let accepted = api
         .control
         .submit_chat_message(ChatSubmission {
-            session_id: id.clone(),
-            content: content.clone(),
-            author: author.clone(),
+            session_id: id,
+            content,
+            author,
         })
         .await
         .map_err(|e| match e {
@@ -547,39 +546,6 @@ pub(crate) async fn send_chat_message(
             ChatError::Unavailable(m) => ApiError::unavailable(m),
             ChatError::Internal(m) => ApiError::internal(m),
         })?;
-    let channel = session_channel(&id);
-    let now = Utc::now().to_rfc3339();
-    if accepted.chat_created {
-        publish(
-            &api,
-            &id,
-            &channel,
-            json!({
-                "type": "chat.created",
-                "session_id": id,
-                "chat_id": accepted.chat_id,
-                "created_by": author,
-                "timestamp": now,
-            }),
-        )
-        .await;
-    }
-    publish(
-        &api,
-        &id,
-        &channel,
-        json!({
-            "type": "chat.user_message",
-            "session_id": id,
-            "chat_id": accepted.chat_id,
-            "message_id": accepted.message_id,
-            "stage_id": accepted.stage_id,
-            "content": content,
-            "author": author,
-            "timestamp": now,
-        }),
-    )
-    .await;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({
@@ -588,14 +554,6 @@ pub(crate) async fn send_chat_message(
             "stage_id": accepted.stage_id,
         })),
     ))
-}
-
-/// Live delivery is best effort: the records are stored already.
-async fn publish(api: &AppState, session_id: &str, channel: &str, payload: Value) {
-    debug_assert_ne!(channel, SESSIONS_CHANNEL);
-    if let Err(e) = api.publisher.publish(session_id, channel, payload).await {
-        tracing::warn!(%session_id, error = %e, "chat event not published");
-    }
 }
 
 // ------------------------------------------------------------ trace

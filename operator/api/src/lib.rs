@@ -30,14 +30,13 @@ use axum::Router;
 use axum::http::HeaderMap;
 use axum::http::header::{HOST, ORIGIN};
 use axum::routing::{get, post};
-use tarsy_core::EventPublisher;
 use tarsy_events::EventHub;
 use tarsy_store::Store;
 
 pub use control::{
     AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission,
     McpHealthSource, McpServerHealth, NewAlert, SessionControl, SubmitError, SystemWarning,
-    SystemWarningsSource,
+    SystemWarningsSource, publish_chat_accepted,
 };
 pub use error::{ApiError, ApiResult};
 
@@ -81,7 +80,6 @@ impl Default for ApiConfig {
 pub struct Api {
     store: Store,
     hub: EventHub,
-    publisher: Arc<dyn EventPublisher>,
     control: Arc<dyn SessionControl>,
     config: ApiConfig,
     warnings: Option<Arc<dyn SystemWarningsSource>>,
@@ -90,11 +88,10 @@ pub struct Api {
 }
 
 impl Api {
-    /// An API on the hub's store, publishing through the hub's publisher.
+    /// An API on the hub's store and its live events.
     pub fn new(hub: EventHub, control: Arc<dyn SessionControl>, config: ApiConfig) -> Self {
         Self {
             store: hub.store().clone(),
-            publisher: hub.publisher(),
             hub,
             control,
             config,
@@ -113,13 +110,6 @@ impl Api {
     /// Shows this MCP health snapshot in `/health`.
     pub fn with_mcp_health(mut self, health: Arc<dyn McpHealthSource>) -> Self {
         self.mcp_health = Some(health);
-        self
-    }
-
-    /// Publishes `chat.created` / `chat.user_message` through this publisher
-    /// instead of the hub's (e.g. a shared one in local mode).
-    pub fn with_publisher(mut self, publisher: Arc<dyn EventPublisher>) -> Self {
-        self.publisher = publisher;
         self
     }
 

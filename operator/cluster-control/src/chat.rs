@@ -136,12 +136,20 @@ pub(crate) async fn submit(
         author: &submission.author,
     };
     match answer.start().await {
-        Ok(stage_id) => Ok(ChatAccepted {
-            chat_id: chat.id,
-            message_id: message.id,
-            stage_id,
-            chat_created: created.created,
-        }),
+        Ok(stage_id) => {
+            let accepted = ChatAccepted {
+                chat_id: chat.id,
+                message_id: message.id,
+                stage_id,
+                chat_created: created.created,
+            };
+            // After the AgentExecution exists (nothing to retract if its
+            // creation fails) and long before its pod can emit anything.
+            if let Some(publisher) = &ctl.publisher {
+                tarsy_api::publish_chat_accepted(publisher.as_ref(), &submission, &accepted).await;
+            }
+            Ok(accepted)
+        }
         Err(e) => {
             // A refused question leaves no orphan message behind.
             if let Err(d) = ctl.store.delete_chat_user_message(&message.id).await {

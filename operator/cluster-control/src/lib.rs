@@ -91,8 +91,8 @@ impl KubeSessionControl {
     }
 
     /// Publishes `session.status` (pending on submission, cancelling on a
-    /// cancel request) through `publisher`, as local mode does, so session
-    /// lists update live.
+    /// cancel request) and accepted chat questions through `publisher`, as
+    /// local mode does, so session lists and chats update live.
     pub fn with_publisher(mut self, publisher: Arc<dyn EventPublisher>) -> Self {
         self.publisher = Some(publisher);
         self

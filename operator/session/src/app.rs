@@ -299,7 +299,6 @@ impl LocalApp {
                     Arc::new(control.clone()) as Arc<dyn SessionControl>,
                     options.api,
                 )
-                .with_publisher(publisher)
                 .with_mcp_health(Arc::new(McpHealth(monitor)))
                 .with_warnings(Arc::new(Warnings {
                     monitor: system_warnings,

@@ -210,13 +210,16 @@ pub(crate) async fn submit(
         cancel,
         deadline: Instant::now() + timeout,
     };
-    rt.tasks.spawn(answer.run());
-    Ok(ChatAccepted {
+    let accepted = ChatAccepted {
         chat_id: chat.id,
         message_id: message.id,
         stage_id: stage.id,
         chat_created: created.created,
-    })
+    };
+    // The question goes out before the answer can emit its first event.
+    tarsy_api::publish_chat_accepted(rt.publisher.as_ref(), &submission, &accepted).await;
+    rt.tasks.spawn(answer.run());
+    Ok(accepted)
 }
 
 /// One chat answer in flight.

@@ -138,6 +138,7 @@ macro_rules! on_both_backends {
 /// records they would, so the API can be tested on its own.
 pub struct FakeControl {
     store: Store,
+    publisher: Arc<dyn tarsy_core::EventPublisher>,
     /// alert type → chain.
     pub alert_types: BTreeMap<String, String>,
     /// Chains with chat disabled.
@@ -147,9 +148,10 @@ pub struct FakeControl {
 }
 
 impl FakeControl {
-    pub fn new(store: Store) -> Self {
+    pub fn new(store: Store, publisher: Arc<dyn tarsy_core::EventPublisher>) -> Self {
         Self {
             store,
+            publisher,
             alert_types: BTreeMap::from([
                 ("PodCrashLooping".to_string(), "k8s-chain".to_string()),
                 ("HighLatency".to_string(), "latency-chain".to_string()),
@@ -309,12 +311,14 @@ impl SessionControl for FakeControl {
             })
             .await
             .map_err(internal)?;
-        Ok(ChatAccepted {
+        let accepted = ChatAccepted {
             chat_id: chat.record.id,
             message_id: message.id,
             stage_id: stage.id,
             chat_created: chat.created,
-        })
+        };
+        tarsy_api::publish_chat_accepted(self.publisher.as_ref(), &submission, &accepted).await;
+        Ok(accepted)
     }
 }
 
@@ -350,7 +354,7 @@ impl TestApp {
         wire: impl FnOnce(Api) -> Api,
     ) -> Self {
         let hub = EventHub::start(store.clone());
-        let control = Arc::new(FakeControl::new(store.clone()));
+        let control = Arc::new(FakeControl::new(store.clone(), hub.publisher()));
         let app = wire(Api::new(hub.clone(), control, config)).router();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
