@@ -80,6 +80,7 @@ pub struct EmulatorOptions {
     image_map: BTreeMap<String, serde_json::Value>,
     env: Vec<(OsString, OsString)>,
     pass_env: Vec<String>,
+    log: Option<PathBuf>,
 }
 
 impl EmulatorOptions {
@@ -92,7 +93,15 @@ impl EmulatorOptions {
             image_map: BTreeMap::new(),
             env: Vec::new(),
             pass_env: Vec::new(),
+            log: None,
         }
+    }
+
+    /// Writes the emulator's (and its pods') stderr to `path` instead of
+    /// the test's stderr.
+    pub fn with_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.log = Some(path.into());
+        self
     }
 
     /// Also run the kubelet: pods become local processes.
@@ -153,8 +162,13 @@ impl Emulator {
             .arg(repo_root().join("crds/manifests"))
             .env("PYTHONPATH", repo_root().join("e2e/kube"))
             .envs(options.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        if let Some(log) = &options.log {
+            let file = std::fs::File::create(log).map_err(io(log))?;
+            command.stderr(file);
+        }
         if options.kubelet {
             command
                 .arg("--kubelet")
@@ -188,7 +202,11 @@ impl Emulator {
             Some(Ok(_)) if emulator.url.starts_with("http") => Ok(emulator),
             Some(Err(e)) => Err(HarnessError::Start(e.to_string())),
             _ => Err(HarnessError::Start(format!(
-                "it printed {line:?} instead of its URL (see its stderr above)"
+                "it printed {line:?} instead of its URL (see its stderr{})",
+                options
+                    .log
+                    .as_ref()
+                    .map_or(String::new(), |l| format!(" in {}", l.display()))
             ))),
         }
     }
@@ -217,10 +235,20 @@ impl Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
-        // SIGTERM (not SIGKILL) lets it stop the pod processes it runs.
+        // SIGTERM (not SIGKILL) lets it stop the pod processes it runs; its
+        // HTTP server may then wait for clients' open watches, so the wait
+        // is bounded.
         let _ = Command::new("kill")
             .arg(self.child.id().to_string())
             .status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }

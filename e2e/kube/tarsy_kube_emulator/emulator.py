@@ -284,7 +284,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
             del self._log[:cut]
         self._notify()
         meta = new["metadata"]
-        if kind_type == "DELETED" or meta.get("ownerReferences") or meta.get("deletionTimestamp"):
+        # A collector pass scans every object: wake it only when something may be
+        # collectable (an object went, one is being deleted, or one names an owner
+        # that does not exist), not on every status write of an owned object.
+        if (kind_type == "DELETED" or meta.get("deletionTimestamp")
+                or any(r.get("uid") not in self._uids for r in meta.get("ownerReferences") or [])):
             self._wake_gc()
         return new
 
@@ -321,10 +325,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
         storage = self._storage(kind)
         found = []
         for (res, ns, name), obj in self._objects.items():
-            if res == storage and not obj.deleted and (namespace is None or ns == namespace):
+            if res == storage and (namespace is None or ns == namespace) and not obj.deleted:
                 found.append(((ns or "", name), obj.raw))
         found.sort(key=lambda item: item[0])
-        return [self._to_view(kind, raw) for _, raw in found]  # type: ignore[misc]
+        # Decided once per list, not per object: building a resource reference is
+        # costly and lists of thousands of objects are served often.
+        if _res(kind) != _NEW_EVENTS:
+            return [raw for _, raw in found]
+        return [_core_event_to_new(raw) for _, raw in found]
 
     # ------------------------------------------------------------------ semantic operations
 

@@ -70,6 +70,9 @@ pub enum StoreOp {
         status: SessionStatus,
         /// Conclusion.
         final_analysis: Option<String>,
+        /// Executive summary (as the status holds it; the IO layer keeps
+        /// the full text already in the row when this is its clipped form).
+        executive_summary: Option<String>,
         /// Why the executive summary is missing.
         executive_summary_error: Option<String>,
         /// Why it failed.
@@ -86,6 +89,22 @@ pub struct EventNote {
     pub reason: String,
     /// Human text (never a secret).
     pub note: String,
+}
+
+/// The executive summary the chain state machine asked for. The IO layer
+/// makes the call, stores the summary (or why it failed) in the session row
+/// and `status.executiveSummary` (or `status.executiveSummaryError`); the
+/// next reconcile reads that back and completes the session. Nothing else
+/// remembers the request, so an operator that restarts in between simply
+/// asks again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryRequest {
+    /// Session id (the Alert UID).
+    pub session_id: String,
+    /// Name of the session's Chain (its summary provider is resolved from it).
+    pub chain: String,
+    /// The analysis to summarize.
+    pub final_analysis: String,
 }
 
 /// Everything one reconcile needs to know.
@@ -116,6 +135,9 @@ pub struct AlertOutcome {
     pub store: Vec<StoreOp>,
     /// Events to publish.
     pub events: Vec<EventNote>,
+    /// The executive summary to generate (the session finishes on a later
+    /// reconcile, once the status holds the summary or its error).
+    pub summarize: Option<SummaryRequest>,
     /// When to look again even if nothing changes.
     pub requeue: Option<Duration>,
 }
@@ -259,6 +281,7 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
                 session_id: uid,
                 status: SessionStatus::Cancelled,
                 final_analysis: None,
+                executive_summary: None,
                 executive_summary_error: None,
                 error: Some("cancelled by user".into()),
             });
@@ -326,7 +349,15 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     let deadline_passed = now.as_second() >= deadline;
 
     let mut executions = inputs.executions.clone();
-    let mut summary = ExecutiveSummaryView::NotRequested;
+    // The summary's progress lives in the status (written by the IO layer).
+    let mut summary = match (
+        &out.status.executive_summary,
+        &out.status.executive_summary_error,
+    ) {
+        (Some(text), _) => ExecutiveSummaryView::Generated(text.clone()),
+        (None, Some(error)) => ExecutiveSummaryView::Failed(error.clone()),
+        (None, None) => ExecutiveSummaryView::NotRequested,
+    };
     for _ in 0..16 {
         let view = session_view(
             &plan,
@@ -372,15 +403,15 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
                         }
                     }
                 }
-                Action::GenerateExecutiveSummary { .. } => {
-                    // Fail-open (DESIGN §3): the operator has no LLM client of
-                    // its own yet, so the session completes without a summary.
-                    summary = ExecutiveSummaryView::Failed(
-                        "executive summary generation is not available in cluster mode".into(),
-                    );
-                    out.status.executive_summary_error = Some(
-                        "executive summary generation is not available in cluster mode".into(),
-                    );
+                Action::GenerateExecutiveSummary { final_analysis } => {
+                    // The call is IO: ask for it and wait (the machine waits
+                    // while the summary is Requested).
+                    summary = ExecutiveSummaryView::Requested;
+                    out.summarize = Some(SummaryRequest {
+                        session_id: uid.clone(),
+                        chain: chain.name.clone(),
+                        final_analysis,
+                    });
                 }
                 Action::FinishSession {
                     status,
@@ -722,6 +753,7 @@ fn finish_session(
         session_id: uid.to_string(),
         status,
         final_analysis,
+        executive_summary: out.status.executive_summary.clone(),
         executive_summary_error: out.status.executive_summary_error.clone(),
         error: error.clone(),
     });
@@ -758,6 +790,7 @@ fn fail(
             session_id: uid.to_string(),
             status: SessionStatus::Failed,
             final_analysis: None,
+            executive_summary: None,
             executive_summary_error: None,
             error: Some(message.clone()),
         });

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,7 +14,7 @@ use futures::{StreamExt, future};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{self, Store as Reader};
@@ -25,12 +26,14 @@ use tarsy_chain::{PendingSession, admit};
 use tarsy_config::{Config, Defaults};
 use tarsy_core::{ExecutionStatus, SessionStatus};
 use tarsy_crds::{
-    Agent, AgentExecution, AgentExecutionStatus, Alert, AlertPhase, Chain, LLMProvider, MCPServer,
+    Agent, AgentExecution, AgentExecutionStatus, Alert, AlertPhase, Chain, LLMProvider,
+    MAX_STATUS_TEXT_CHARS, MCPServer, clip,
 };
+use tarsy_session::{LlmRouter, Summarizer};
 use tarsy_store::{SessionOutcome, Store, StoreError};
 use tracing::{info, warn};
 
-use crate::alert::{AlertInputs, EventNote, StoreOp, reconcile_alert};
+use crate::alert::{AlertInputs, EventNote, StoreOp, SummaryRequest, reconcile_alert};
 use crate::conditions;
 use crate::execution::{ExecutionInputs, PodAction, reconcile_execution};
 use crate::metrics::{HttpState, Metrics};
@@ -42,6 +45,13 @@ use crate::resources::{SecretKeys, execution_servers, readiness, secret_refs};
 pub const FIELD_MANAGER: &str = "tarsy-operator";
 /// Finalizer on Alerts: the session row is soft-deleted before the Alert goes.
 pub const ALERT_FINALIZER: &str = "tarsy.dev/session";
+/// Alerts reconciled at once. A reconcile may wait on an executive summary
+/// call (up to its timeout), so this must be well above one: other Alerts
+/// keep progressing meanwhile (one Alert is never reconciled twice at once).
+pub const ALERT_CONCURRENCY: u16 = 16;
+/// How soon an Alert whose summary was just written is looked at again (its
+/// status change normally triggers that reconcile first).
+const AFTER_SUMMARY: Duration = Duration::from_secs(1);
 
 /// Leader election settings.
 #[derive(Debug, Clone)]
@@ -75,6 +85,12 @@ pub struct Settings {
     pub leader_election: Option<LeaderElection>,
     /// Name of this controller in Events.
     pub reporter: String,
+    /// Directory relative `scripted` LLMProvider scripts are read from (the
+    /// executive summary call; other providers go to the LLM service at
+    /// `pod.llm_service_addr`).
+    pub script_dir: PathBuf,
+    /// Limit of the executive summary call.
+    pub summary_timeout: Duration,
 }
 
 /// Errors of the operator.
@@ -142,6 +158,9 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// Masks alert data before it is stored (`None`: masking unavailable).
     alert_masker: Option<tarsy_masking::MaskingService>,
+    /// Makes executive summary calls (`Err`: why it cannot; each summary then
+    /// fails with that reason, fail-open).
+    summarizer: Result<Summarizer, String>,
 }
 
 impl Context {
@@ -270,7 +289,8 @@ pub async fn run(client: Client, store: Store, settings: Settings) -> Result<(),
     let alert_api = api_for::<Alert>(&client, ns.as_deref());
     let ae_api = api_for::<AgentExecution>(&client, ns.as_deref());
     let alert_controller = Controller::new(alert_api, watcher::Config::default())
-        .owns(ae_api.clone(), watcher::Config::default());
+        .owns(ae_api.clone(), watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(ALERT_CONCURRENCY));
     let ae_controller = Controller::new(ae_api, watcher::Config::default()).owns(
         api_for::<Pod>(&client, ns.as_deref()),
         watcher::Config::default().labels(crate::pod::LABEL_EXECUTION),
@@ -286,6 +306,7 @@ pub async fn run(client: Client, store: Store, settings: Settings) -> Result<(),
                 .map(|l| l.identity.clone()),
         },
     );
+    let store_for_summary = store.clone();
     let ctx = Arc::new(Context {
         client: client.clone(),
         store,
@@ -300,6 +321,7 @@ pub async fn run(client: Client, store: Store, settings: Settings) -> Result<(),
         admitted: tokio::sync::Mutex::new(HashSet::new()),
         failures: Mutex::new(HashMap::new()),
         alert_masker: alert_masker(&settings.defaults),
+        summarizer: summarizer(&store_for_summary, &settings),
         settings: settings.clone(),
     });
 
@@ -393,6 +415,18 @@ pub async fn run(client: Client, store: Store, settings: Settings) -> Result<(),
             }
         }
     }
+}
+
+fn summarizer(store: &Store, settings: &Settings) -> Result<Summarizer, String> {
+    let router = LlmRouter::new(&settings.pod.llm_service_addr, &settings.script_dir)
+        .map_err(|e| format!("no LLM client for the executive summary: {e}"))?;
+    Ok(Summarizer {
+        llm: Arc::new(router),
+        store: store.clone(),
+        // Published through Postgres NOTIFY, like the runners' events.
+        publisher: Arc::new(tarsy_events::StorePublisher::new(store.clone(), None)),
+        timeout: settings.summary_timeout,
+    })
 }
 
 fn alert_masker(defaults: &Defaults) -> Option<tarsy_masking::MaskingService> {
@@ -552,6 +586,12 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
     if Some(&out.status) != alert.status.as_ref() {
         apply_status::<Alert, _>(&ctx.client, &ns, &name, &out.status).await?;
     }
+    if let Some(request) = &out.summarize {
+        let mut status = out.status.clone();
+        summarize(ctx, &config, &alert, request, &mut status).await?;
+        apply_status::<Alert, _>(&ctx.client, &ns, &name, &status).await?;
+        return Ok(Action::requeue(AFTER_SUMMARY));
+    }
     if out.status.phase.is_some_and(|p| p.is_terminal()) {
         ctx.admitted.lock().await.remove(&uid);
     }
@@ -559,6 +599,70 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         Some(d) => Action::requeue(d),
         None => Action::await_change(),
     })
+}
+
+/// Makes the executive summary call the reconcile asked for (fail-open) and
+/// records its result in the session row, `status` and, on failure, an
+/// Event. Only a failing Postgres write is an error (the reconcile is then
+/// retried and the call made again).
+async fn summarize(
+    ctx: &Context,
+    config: &Config,
+    alert: &Alert,
+    request: &SummaryRequest,
+    status: &mut tarsy_crds::AlertStatus,
+) -> Result<(), Error> {
+    let outcome = match (&ctx.summarizer, config.chain(&request.chain)) {
+        (Err(e), _) => Err(e.clone()),
+        (Ok(_), None) => Err(format!("chain {:?} no longer exists", request.chain)),
+        (Ok(s), Some(chain)) => s
+            .generate(
+                config,
+                &request.session_id,
+                &chain.spec,
+                &request.final_analysis,
+            )
+            .await
+            .map_err(|e| e.to_string()),
+    };
+    let written = match &outcome {
+        Ok(text) => {
+            ctx.store
+                .set_executive_summary(&request.session_id, Some(text), None)
+                .await
+        }
+        Err(e) => {
+            ctx.store
+                .set_executive_summary(&request.session_id, None, Some(e))
+                .await
+        }
+    };
+    match written {
+        Ok(()) | Err(StoreError::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    match outcome {
+        Ok(text) => {
+            info!(session_id = %request.session_id, "executive summary generated");
+            status.executive_summary = Some(clip(&text, MAX_STATUS_TEXT_CHARS));
+            status.executive_summary_error = None;
+        }
+        Err(e) => {
+            warn!(session_id = %request.session_id, error = %e, "executive summary failed (the session still completes)");
+            status.executive_summary = None;
+            status.executive_summary_error = Some(clip(&e, MAX_STATUS_TEXT_CHARS));
+            ctx.publish(
+                alert,
+                &EventNote {
+                    warning: true,
+                    reason: "ExecutiveSummaryFailed".into(),
+                    note: e,
+                },
+            )
+            .await;
+        }
+    }
+    Ok(())
 }
 
 /// Whether `alert` (Pending) may start: `admit` over every Pending alert in
@@ -641,6 +745,7 @@ async fn perform(store: &Store, op: &StoreOp) -> Result<(), Error> {
             session_id,
             status,
             final_analysis,
+            executive_summary,
             executive_summary_error,
             error,
         } => match store
@@ -649,7 +754,7 @@ async fn perform(store: &Store, op: &StoreOp) -> Result<(), Error> {
                 SessionOutcome {
                     status: *status,
                     final_analysis: final_analysis.clone(),
-                    executive_summary: None,
+                    executive_summary: full_summary(store, session_id, executive_summary).await,
                     executive_summary_error: executive_summary_error.clone(),
                     error_message: error.clone(),
                 },
@@ -661,6 +766,22 @@ async fn perform(store: &Store, op: &StoreOp) -> Result<(), Error> {
         },
     }
     Ok(())
+}
+
+/// The summary to store at the end: the status holds it clipped, the row
+/// (written when it was generated) in full; the row's text is kept when the
+/// status's is its clipped form.
+async fn full_summary(store: &Store, session_id: &str, clipped: &Option<String>) -> Option<String> {
+    let clipped = clipped.as_ref()?;
+    let stored = store
+        .get_session(session_id)
+        .await
+        .ok()
+        .and_then(|row| row.executive_summary);
+    match stored {
+        Some(full) if clip(&full, MAX_STATUS_TEXT_CHARS) == *clipped => Some(full),
+        _ => Some(clipped.clone()),
+    }
 }
 
 /// Writes `status` of `K` `name` with server-side apply under

@@ -10,7 +10,7 @@ use kube::api::ObjectMeta;
 use tarsy_chain::StopReason;
 use tarsy_config::{Config, Defaults};
 use tarsy_controller::alert::{
-    AlertInputs, AlertOutcome, STOP_ANNOTATION, StoreOp, reconcile_alert,
+    AlertInputs, AlertOutcome, STOP_ANNOTATION, StoreOp, SummaryRequest, reconcile_alert,
 };
 use tarsy_controller::conditions;
 use tarsy_core::SessionStatus;
@@ -249,7 +249,8 @@ fn runs_the_whole_chain_with_synthesis_and_is_idempotent() {
     assert_eq!(synth.spec.stage.index, 3);
     assert_eq!(synth.spec.kind, tarsy_crds::ExecutionKind::Synthesis);
 
-    // Synthesis completes → Completed with its analysis (summary fail-open).
+    // Synthesis completes → the executive summary of its analysis is asked
+    // for; the session is not finished yet.
     let synth_name = synth.metadata.name.clone().unwrap();
     w.finish(
         &synth_name,
@@ -257,13 +258,48 @@ fn runs_the_whole_chain_with_synthesis_and_is_idempotent() {
         "root cause: memory limit",
     );
     let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::InProgress);
+    assert_eq!(
+        out.summarize,
+        Some(SummaryRequest {
+            session_id: UID.into(),
+            chain: "k8s".into(),
+            final_analysis: "root cause: memory limit".into(),
+        })
+    );
+    assert!(
+        out.store
+            .iter()
+            .any(|op| matches!(op, StoreOp::FinishStage { .. }))
+    );
+    assert!(
+        !out.store
+            .iter()
+            .any(|op| matches!(op, StoreOp::FinishSession { .. })),
+        "the session waits for its summary: {:?}",
+        out.store
+    );
+    assert!(out.requeue.is_some());
+    // Nothing recorded the summary (an operator restart): asked again.
+    let again = w.step(true);
+    assert_eq!(again.summarize, out.summarize);
+    assert_eq!(w.phase(), AlertPhase::InProgress);
+
+    // The IO layer wrote the summary into the status → Completed with both.
+    w.alert.status.as_mut().unwrap().executive_summary = Some("OOM: raise the limit".into());
+    let out = w.step(true);
+    assert_eq!(out.summarize, None);
     assert_eq!(w.phase(), AlertPhase::Completed);
     let status = w.alert.status.clone().unwrap();
     assert_eq!(
         status.final_analysis.as_deref(),
         Some("root cause: memory limit")
     );
-    assert!(status.executive_summary_error.is_some());
+    assert_eq!(
+        status.executive_summary.as_deref(),
+        Some("OOM: raise the limit")
+    );
+    assert_eq!(status.executive_summary_error, None);
     assert_eq!(
         conditions::status_of(&status.conditions, conditions::READY),
         Some("True")
@@ -272,10 +308,67 @@ fn runs_the_whole_chain_with_synthesis_and_is_idempotent() {
         op,
         StoreOp::FinishSession {
             status: SessionStatus::Completed,
+            final_analysis: Some(a),
+            executive_summary: Some(s),
+            executive_summary_error: None,
             ..
-        }
+        } if a == "root cause: memory limit" && s == "OOM: raise the limit"
     )));
     assert_eq!(status.stages.len(), 3);
+    // Terminal: nothing more is asked.
+    let again = w.step(true);
+    assert!(again.summarize.is_none() && again.store.is_empty());
+}
+
+#[test]
+fn a_failed_summary_still_completes_the_session() {
+    let c = chain(
+        "one",
+        "alertTypes: [PodCrash]\nstages: [{name: s, agent: KubernetesAgent}]",
+    );
+    let mut w = World::new(alert("PodCrash"), &[c]);
+    w.step(true);
+    w.finish(
+        "crash-s1-kubernetesagent",
+        ExecutionPhase::Completed,
+        "disk full",
+    );
+    let out = w.step(true);
+    assert_eq!(
+        out.summarize.as_ref().map(|r| r.final_analysis.as_str()),
+        Some("disk full")
+    );
+    w.alert.status.as_mut().unwrap().executive_summary_error =
+        Some("executive summary timed out after 120s".into());
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Completed);
+    let status = w.alert.status.clone().unwrap();
+    assert_eq!(status.final_analysis.as_deref(), Some("disk full"));
+    assert_eq!(status.executive_summary, None);
+    assert_eq!(
+        conditions::status_of(&status.conditions, conditions::READY),
+        Some("True")
+    );
+    assert!(out.store.iter().any(|op| matches!(
+        op,
+        StoreOp::FinishSession {
+            status: SessionStatus::Completed,
+            executive_summary: None,
+            executive_summary_error: Some(e),
+            ..
+        } if e.contains("timed out")
+    )));
+    assert!(out.summarize.is_none());
+}
+
+#[test]
+fn a_failed_session_asks_for_no_summary() {
+    let mut w = World::new(alert("PodCrash"), &[two_stage_chain()]);
+    w.step(true);
+    w.finish("crash-s1-kubernetesagent", ExecutionPhase::Failed, "");
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Failed);
+    assert!(out.summarize.is_none());
 }
 
 #[test]

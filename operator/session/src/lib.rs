@@ -15,6 +15,7 @@
 //! | [`app`] | [`LocalApp`], [`LocalOptions`] |
 //! | [`control`] | [`LocalControl`]: submit (masked, fail-open), cancel, chat — the API's [`tarsy_api::SessionControl`] |
 //! | [`llm`] | [`LlmRouter`]: `scripted` providers replay their script over in-process gRPC; others go to the LLM service |
+//! | [`executive_summary`] | [`Summarizer`]: the executive summary call (shared with the operator) |
 //! | [`plan`] | Chain → [`tarsy_chain::ChainPlan`]; per-execution config resolution |
 //! | [`tools`] | the MCP executor as the engine's tool executor |
 //! | `runner` | one session's loop: decide, apply, wait |
@@ -51,6 +52,7 @@ mod chat;
 pub mod control;
 mod driver;
 pub mod error;
+pub mod executive_summary;
 pub mod llm;
 pub mod plan;
 mod runner;
@@ -62,5 +64,6 @@ pub use app::{LocalApp, LocalOptions, default_pod_id};
 pub use chat::CHAT_STAGE_NAME;
 pub use control::LocalControl;
 pub use error::{Result, SessionError};
+pub use executive_summary::{Summarizer, SummaryError};
 pub use llm::{DEFAULT_LLM_ADDR, LlmCallNotice, LlmRouter, load_script, script_path};
 pub use runtime::DriverSettings;

@@ -8,20 +8,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use futures::StreamExt;
 use serde_json::{Value, json};
 use tarsy_config::Config;
 use tarsy_core::recorder::{SESSIONS_CHANNEL, session_channel};
 use tarsy_core::{
-    ConversationMessage, EventPublisher, ExecutionRecorder, ExecutionStatus, LlmInteractionType,
-    McpServerConfig, NewLlmInteraction, RecordScope, ResolvedAgentConfig, SessionStatus,
-    TimelineEventType,
+    EventPublisher, ExecutionRecorder, ExecutionStatus, McpServerConfig, RecordScope,
+    ResolvedAgentConfig, SessionStatus,
 };
 use tarsy_crds::ChainSpec;
 use tarsy_engine::fallback::CircuitBreakers;
-use tarsy_engine::llm::{Chunk, GenerateInput};
-use tarsy_engine::prompt::{FailedServer, PromptBuilder};
-use tarsy_engine::recording::Recorder;
+use tarsy_engine::prompt::FailedServer;
 use tarsy_engine::runbook::{CachingRunbookSource, RunbookError, RunbookFetcher, RunbookSettings};
 use tarsy_engine::{
     ChatContext, ExecutionContext, ExecutionResult, InMemoryToolExecutor, LlmClient, ToolExecutor,
@@ -35,6 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::executive_summary::Summarizer;
 use crate::llm::LlmRouter;
 use crate::tools::McpTools;
 
@@ -61,7 +58,7 @@ impl Default for DriverSettings {
             poll_interval: Duration::from_secs(2),
             heartbeat_interval: Duration::from_secs(30),
             orphan_timeout: Duration::from_secs(5 * 60),
-            summary_timeout: Duration::from_secs(120),
+            summary_timeout: crate::executive_summary::DEFAULT_SUMMARY_TIMEOUT,
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -298,102 +295,24 @@ impl Runtime {
         result
     }
 
-    /// The executive summary of a final analysis: one tool-less LLM call
-    /// (fail-open: the caller records the error and completes the session),
-    /// recorded as a session-level LLM interaction and, on success, as a
-    /// session-level `executive_summary` timeline event.
+    /// The executive summary of a final analysis
+    /// ([`crate::executive_summary::Summarizer::generate`]; fail-open: the
+    /// caller records the error and completes the session).
     pub(crate) async fn executive_summary(
         &self,
         session_id: &str,
         chain: &ChainSpec,
         final_analysis: &str,
     ) -> Result<String, String> {
-        let resolved = self
-            .config
-            .resolve_executive_summary(chain)
-            .map_err(|e| format!("cannot resolve the executive summary provider: {e}"))?;
-        let prompts = PromptBuilder::new();
-        let messages = vec![
-            ConversationMessage::system(prompts.executive_summary_system_prompt()),
-            ConversationMessage::user(prompts.executive_summary_user_prompt(final_analysis)),
-        ];
-        let input = GenerateInput {
-            session_id: session_id.to_string(),
-            execution_id: String::new(),
-            messages: messages.clone(),
-            provider: resolved.llm_provider.clone(),
-            native_tools_override: None,
-            backend: resolved.backend,
-            tools: Vec::new(),
-            clear_cache: false,
-        };
-        let started = std::time::Instant::now();
-        let call = async {
-            let mut stream = self.llm.generate(input).await.map_err(|e| e.to_string())?;
-            let mut text = String::new();
-            let mut usage = None;
-            while let Some(chunk) = stream.next().await {
-                match chunk {
-                    Chunk::Text(t) => text.push_str(&t),
-                    Chunk::Usage(u) => usage = Some(u),
-                    Chunk::Error(e) => return Err(e.to_string()),
-                    _ => {}
-                }
-            }
-            Ok((text, usage))
-        };
-        let outcome = match tokio::time::timeout(self.settings.summary_timeout, call).await {
-            Ok(Ok((text, _))) if text.trim().is_empty() => {
-                Err("the model returned an empty executive summary".to_string())
-            }
-            Ok(o) => o,
-            Err(_) => Err(format!(
-                "executive summary timed out after {}s",
-                self.settings.summary_timeout.as_secs()
-            )),
-        };
-        let scope = RecordScope {
-            session_id: session_id.to_string(),
-            stage_id: None,
-            execution_id: None,
-        };
-        let (text, usage, error) = match &outcome {
-            Ok((text, usage)) => (text.trim().to_string(), *usage, None),
-            Err(e) => (String::new(), None, Some(e.clone())),
-        };
-        let interaction = NewLlmInteraction {
-            scope: scope.clone(),
-            interaction_type: LlmInteractionType::ExecutiveSummary,
-            provider: resolved.llm_provider.name.clone(),
-            model: resolved.llm_provider.model.clone(),
-            last_message_id: None,
-            llm_request: json!({
-                "messages": messages,
-                "messages_count": messages.len(),
-                "tools": [],
-                "backend": resolved.backend.as_str(),
-            }),
-            llm_response: json!({"text_length": text.len()}),
-            thinking_content: None,
-            response_text: text.clone(),
-            usage,
-            duration_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
-            error_message: error.clone(),
-        };
-        if let Err(e) = self.store.create_llm_interaction(interaction).await {
-            tracing::warn!(%session_id, error = %e, "cannot record the executive summary call");
+        Summarizer {
+            llm: self.llm.clone(),
+            store: self.store.clone(),
+            publisher: self.publisher.clone(),
+            timeout: self.settings.summary_timeout,
         }
-        if let Some(e) = error {
-            return Err(e);
-        }
-        let mut recorder = Recorder::new(scope, self.recorder(), self.publisher.clone());
-        if let Err(e) = recorder
-            .create_completed(TimelineEventType::ExecutiveSummary, &text, json!({}))
-            .await
-        {
-            tracing::warn!(%session_id, error = %e, "cannot record the executive summary event");
-        }
-        Ok(text)
+        .generate(&self.config, session_id, chain, final_analysis)
+        .await
+        .map_err(|e| e.to_string())
     }
 }
 

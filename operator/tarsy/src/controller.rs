@@ -2,6 +2,7 @@
 //! pods, leader election, metrics). The logic lives in `tarsy-controller`.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -39,13 +40,23 @@ pub struct ControllerArgs {
         default_value = "tarsy-database/url"
     )]
     database_secret: String,
-    /// Address of the LLM service as runners reach it.
+    /// Address of the LLM service, as runners and the operator's own
+    /// executive summary calls reach it.
     #[arg(
         long,
         env = "TARSY_LLM_SERVICE_ADDR",
         default_value = "http://tarsy-llm-service:50051"
     )]
     llm_service_addr: String,
+    /// Directory relative `scripted` LLMProvider scripts are read from (the
+    /// executive summary of chains whose summary provider is `scripted`;
+    /// tests and demos only).
+    #[arg(long, env = "TARSY_SCRIPT_DIR", default_value = ".")]
+    script_dir: PathBuf,
+    /// Seconds the executive summary call may take before the session
+    /// completes without one.
+    #[arg(long, env = "TARSY_SUMMARY_TIMEOUT_SECONDS", default_value_t = 120)]
+    summary_timeout_seconds: u64,
     /// Seconds a pod may fail to start (image pull, bad config) before its execution fails.
     #[arg(long, env = "TARSY_POD_START_TIMEOUT_SECONDS", default_value_t = 300)]
     pod_start_timeout_seconds: u64,
@@ -127,6 +138,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             lease_seconds: 15,
         }),
         reporter: "tarsy-operator".into(),
+        script_dir: args.script_dir,
+        summary_timeout: Duration::from_secs(args.summary_timeout_seconds),
     };
 
     let store = tarsy_store::Store::connect(&args.database_url)
