@@ -10,6 +10,14 @@ use serde::{Deserialize, Serialize};
 use crate::alert::NativeTools;
 use crate::common::{Backend, DURATION_RULE, ExecutionKind, ExecutionPhase, IterationStrategy};
 
+/// Annotation asking an execution to stop (set by the operator or the API;
+/// the operator then ends its pod and the runner records the outcome).
+pub const STOP_ANNOTATION: &str = "tarsy.dev/stop";
+/// [`STOP_ANNOTATION`] value: the user cancelled (phase Cancelled).
+pub const STOP_CANCELLED: &str = "cancelled";
+/// [`STOP_ANNOTATION`] value: the session timed out (phase TimedOut).
+pub const STOP_TIMED_OUT: &str = "timed_out";
+
 /// One agent run with its fully resolved configuration. Created by the
 /// operator (owned by its Alert), run by an investigation pod, summarised in
 /// `status` (bounded; the full timeline lives in Postgres).

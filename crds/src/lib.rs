@@ -40,7 +40,7 @@ use kube::CustomResourceExt;
 pub use agent::{Agent, AgentSpec, AgentStatus};
 pub use agent_execution::{
     AgentExecution, AgentExecutionSpec, AgentExecutionStatus, ChatRequestSpec, ResolvedConfigSpec,
-    StageRef, TimelineSnippet, TokenUsageStatus,
+    STOP_ANNOTATION, STOP_CANCELLED, STOP_TIMED_OUT, StageRef, TimelineSnippet, TokenUsageStatus,
 };
 pub use alert::{
     Alert, AlertPhase, AlertSource, AlertSpec, AlertStatus, McpSelectionSpec,

@@ -31,7 +31,6 @@ use tarsy_api::{
     SessionControl, SubmitError,
 };
 use tarsy_config::{Config, Defaults, ResolveError};
-use tarsy_core::recorder::{SESSIONS_CHANNEL, session_channel};
 use tarsy_core::{EventPublisher, MAX_ALERT_DATA_BYTES, SessionStatus};
 use tarsy_crds::{
     Agent, AgentExecution, Alert, AlertPhase, AlertSource, AlertSpec, Chain, ExecutionKind,
@@ -99,22 +98,9 @@ impl KubeSessionControl {
     }
 
     async fn publish_status(&self, session_id: &str, status: SessionStatus) {
-        let Some(publisher) = &self.publisher else {
-            return;
-        };
-        let payload = serde_json::json!({
-            "type": "session.status",
-            "session_id": session_id,
-            "status": status.as_str(),
-            "timestamp": chrono::Utc::now().to_rfc3339(),
-        });
-        for channel in [session_channel(session_id), SESSIONS_CHANNEL.to_string()] {
-            if let Err(e) = publisher
-                .publish(session_id, &channel, payload.clone())
-                .await
-            {
-                tracing::warn!(session_id, error = %e, "cannot publish the session status");
-            }
+        if let Some(publisher) = &self.publisher {
+            tarsy_events::lifecycle::publish_session_status(publisher.as_ref(), session_id, status)
+                .await;
         }
     }
 
@@ -420,7 +406,7 @@ impl SessionControl for KubeSessionControl {
             .max_by_key(|ae| ae.spec.stage.index);
         if let Some(ae) = running {
             let patch = serde_json::json!({
-                "metadata": {"annotations": {tarsy_controller::alert::STOP_ANNOTATION: "cancelled"}}
+                "metadata": {"annotations": {tarsy_crds::STOP_ANNOTATION: tarsy_crds::STOP_CANCELLED}}
             });
             match self
                 .api::<AgentExecution>()

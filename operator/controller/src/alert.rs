@@ -32,8 +32,7 @@ use crate::conditions;
 use crate::names;
 use crate::pod::{LABEL_ALERT, LABEL_MANAGED_BY, LABEL_SESSION, MANAGED_BY};
 
-/// Annotation asking an execution to stop: `cancelled` or `timed_out`.
-pub const STOP_ANNOTATION: &str = "tarsy.dev/stop";
+pub use tarsy_crds::STOP_ANNOTATION;
 
 /// How often a Pending alert re-checks admission and a running one re-checks
 /// its deadline at the latest.
@@ -444,10 +443,11 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     out
 }
 
-fn stop_value(reason: StopReason) -> &'static str {
+/// The stop annotation's value for `reason`.
+pub fn stop_value(reason: StopReason) -> &'static str {
     match reason {
-        StopReason::Cancelled => "cancelled",
-        StopReason::TimedOut => "timed_out",
+        StopReason::Cancelled => tarsy_crds::STOP_CANCELLED,
+        StopReason::TimedOut => tarsy_crds::STOP_TIMED_OUT,
     }
 }
 
@@ -460,8 +460,8 @@ pub fn stop_requested(ae: &AgentExecution) -> Option<StopReason> {
         .get(STOP_ANNOTATION)?
         .as_str()
     {
-        "cancelled" => Some(StopReason::Cancelled),
-        "timed_out" => Some(StopReason::TimedOut),
+        tarsy_crds::STOP_CANCELLED => Some(StopReason::Cancelled),
+        tarsy_crds::STOP_TIMED_OUT => Some(StopReason::TimedOut),
         _ => None,
     }
 }

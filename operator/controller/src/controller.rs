@@ -24,16 +24,17 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tarsy_chain::{PendingSession, admit};
 use tarsy_config::{Config, Defaults};
-use tarsy_core::{ExecutionStatus, SessionStatus};
+use tarsy_core::{EventPublisher, ExecutionStatus, SessionStatus};
 use tarsy_crds::{
     Agent, AgentExecution, AgentExecutionStatus, Alert, AlertPhase, Chain, LLMProvider,
     MAX_STATUS_TEXT_CHARS, MCPServer, clip,
 };
+use tarsy_events::{StorePublisher, lifecycle};
 use tarsy_session::{LlmRouter, Summarizer};
 use tarsy_store::{SessionOutcome, Store, StoreError};
 use tracing::{info, warn};
 
-use crate::alert::{AlertInputs, EventNote, StoreOp, SummaryRequest, reconcile_alert};
+use crate::alert::{AlertInputs, EventNote, StoreOp, SummaryRequest, reconcile_alert, stop_value};
 use crate::conditions;
 use crate::execution::{ExecutionInputs, PodAction, reconcile_execution};
 use crate::metrics::{HttpState, Metrics};
@@ -161,6 +162,9 @@ pub struct Context {
     /// Makes executive summary calls (`Err`: why it cannot; each summary then
     /// fails with that reason, fail-open).
     summarizer: Result<Summarizer, String>,
+    /// Publishes session and stage lifecycle events (stored and NOTIFY-ed)
+    /// for the API's WebSocket clients.
+    publisher: Arc<dyn EventPublisher>,
 }
 
 impl Context {
@@ -322,6 +326,7 @@ pub async fn run(client: Client, store: Store, settings: Settings) -> Result<(),
         failures: Mutex::new(HashMap::new()),
         alert_masker: alert_masker(&settings.defaults),
         summarizer: summarizer(&store_for_summary, &settings),
+        publisher: Arc::new(StorePublisher::new(store_for_summary.clone(), None)),
         settings: settings.clone(),
     });
 
@@ -521,14 +526,21 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         .map(|ae| (ae.name_any(), ae))
         .collect();
 
-    // Admission holds a lock so that concurrent reconciles see each other.
-    let mut admitted_guard = ctx.admitted.lock().await;
+    // Only a Pending alert competes for a slot: its admission decision and
+    // the writes that start it hold the lock so that concurrent reconciles
+    // see each other. Every other reconcile runs without it.
     let phase = alert
         .status
         .as_ref()
         .and_then(|s| s.phase)
         .unwrap_or(AlertPhase::Pending);
-    let admitted = phase != AlertPhase::Pending || is_admitted(ctx, &alert, &admitted_guard);
+    let mut admission = match phase {
+        AlertPhase::Pending => Some(ctx.admitted.lock().await),
+        _ => None,
+    };
+    let admitted = admission
+        .as_ref()
+        .is_none_or(|guard| is_admitted(ctx, &alert, guard));
 
     let out = reconcile_alert(&AlertInputs {
         alert: &alert,
@@ -546,15 +558,22 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
                 if let Some(m) = &ctx.alert_masker {
                     new.alert_data = m.mask_alert_data(&new.alert_data);
                 }
-                perform(&ctx.store, &StoreOp::CreateSession(new)).await?;
+                perform(
+                    &ctx.store,
+                    ctx.publisher.as_ref(),
+                    &StoreOp::CreateSession(new),
+                )
+                .await?;
             }
-            op => perform(&ctx.store, op).await?,
+            op => perform(&ctx.store, ctx.publisher.as_ref(), op).await?,
         }
     }
-    if out.status.phase == Some(AlertPhase::InProgress) && phase == AlertPhase::Pending {
-        admitted_guard.insert(uid.clone());
+    if let Some(guard) = admission.as_mut()
+        && out.status.phase == Some(AlertPhase::InProgress)
+    {
+        guard.insert(uid.clone());
     }
-    drop(admitted_guard);
+    drop(admission);
 
     for ae in &out.create {
         match ae_api.create(&PostParams::default(), ae).await {
@@ -564,12 +583,8 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         }
     }
     for (name, reason) in &out.stop {
-        let value = match reason {
-            tarsy_chain::StopReason::Cancelled => "cancelled",
-            tarsy_chain::StopReason::TimedOut => "timed_out",
-        };
         let patch = serde_json::json!({
-            "metadata": {"annotations": {crate::alert::STOP_ANNOTATION: value}}
+            "metadata": {"annotations": {tarsy_crds::STOP_ANNOTATION: stop_value(*reason)}}
         });
         match ae_api
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -705,19 +720,26 @@ fn is_admitted(ctx: &Context, alert: &Alert, recently: &HashSet<String>) -> bool
     admit(&pending, running.len(), Some(limit)).contains(&uid)
 }
 
-async fn perform(store: &Store, op: &StoreOp) -> Result<(), Error> {
+/// Performs one Postgres write and publishes the lifecycle event it implies
+/// (`session.status`, `stage.status`) for WebSocket clients, once: only
+/// when the write changed something.
+async fn perform(store: &Store, publisher: &dyn EventPublisher, op: &StoreOp) -> Result<(), Error> {
     match op {
         StoreOp::CreateSession(new) => {
             store.create_session(new.clone()).await?;
         }
         StoreOp::StartSession { session_id } => {
-            store
+            let started = store
                 .transition_session_status(
                     session_id,
                     &[SessionStatus::Pending],
                     SessionStatus::InProgress,
                 )
                 .await?;
+            if started {
+                lifecycle::publish_session_status(publisher, session_id, SessionStatus::InProgress)
+                    .await;
+            }
         }
         StoreOp::CreateStage(new) => {
             let stage = store.create_stage(new.clone()).await?;
@@ -725,6 +747,13 @@ async fn perform(store: &Store, op: &StoreOp) -> Result<(), Error> {
                 store
                     .update_stage_status(&stage.id, ExecutionStatus::Active, None)
                     .await?;
+                let stage_ref = lifecycle::StageRef {
+                    id: &stage.id,
+                    name: &stage.stage_name,
+                    index: stage.stage_index,
+                };
+                lifecycle::publish_stage_status(publisher, &stage.session_id, stage_ref, "started")
+                    .await;
             }
         }
         StoreOp::CreateExecution(new) => {
@@ -738,7 +767,21 @@ async fn perform(store: &Store, op: &StoreOp) -> Result<(), Error> {
             .update_stage_status(stage_id, *status, error.as_deref())
             .await
         {
-            Ok(_) | Err(StoreError::NotFound { .. }) => {}
+            Ok(stage) => {
+                let stage_ref = lifecycle::StageRef {
+                    id: &stage.id,
+                    name: &stage.stage_name,
+                    index: stage.stage_index,
+                };
+                lifecycle::publish_stage_status(
+                    publisher,
+                    &stage.session_id,
+                    stage_ref,
+                    status.as_str(),
+                )
+                .await;
+            }
+            Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         },
         StoreOp::FinishSession {
@@ -761,7 +804,8 @@ async fn perform(store: &Store, op: &StoreOp) -> Result<(), Error> {
             )
             .await
         {
-            Ok(_) | Err(StoreError::NotFound { .. }) => {}
+            Ok(_) => lifecycle::publish_session_status(publisher, session_id, *status).await,
+            Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         },
     }
@@ -946,6 +990,10 @@ fn status_changes(observed: Option<&AgentExecutionStatus>, ours: &AgentExecution
         || (ours.error.is_some() && o.error != ours.error)
 }
 
+/// How long after the session deadline a pod's `activeDeadlineSeconds`
+/// ends it, should the operator's own stop not have.
+const POD_DEADLINE_GRACE_SECS: i64 = 30;
+
 fn desired_pod(
     ae: &AgentExecution,
     ctx: &Context,
@@ -959,18 +1007,29 @@ fn desired_pod(
     let timeout = chain
         .and_then(|c| config.session_timeout(&c.spec).ok())
         .unwrap_or(ctx.settings.defaults.session_timeout);
-    let started = ctx
-        .alerts
-        .state()
-        .iter()
-        .find(|a| a.namespace().as_deref() == Some(ns) && a.name_any() == ae.spec.alert_name)
-        .and_then(|a| a.status.as_ref().and_then(|s| s.started_at.clone()))
-        .map_or(now.as_second(), |t| t.0.as_second());
+    let started = if ae.spec.kind == tarsy_crds::ExecutionKind::Chat {
+        // A chat answer gets the whole session timeout from its own creation
+        // (its session may have ended long ago).
+        ae.metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(now.as_second(), |t| t.0.as_second())
+    } else {
+        ctx.alerts
+            .state()
+            .iter()
+            .find(|a| a.namespace().as_deref() == Some(ns) && a.name_any() == ae.spec.alert_name)
+            .and_then(|a| a.status.as_ref().and_then(|s| s.started_at.clone()))
+            .map_or(now.as_second(), |t| t.0.as_second())
+    };
     let timeout_secs = i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX);
+    // The operator stops executions at the deadline itself (recorded as
+    // TimedOut); the pod's own deadline is a backstop that fires later.
     let left = started
         .saturating_add(timeout_secs)
         .saturating_sub(now.as_second())
-        .max(1);
+        .max(1)
+        .saturating_add(POD_DEADLINE_GRACE_SECS);
     build_pod(
         &PodInputs {
             execution: ae,

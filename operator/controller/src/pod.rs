@@ -248,6 +248,7 @@ pub fn build_pod(inputs: &PodInputs<'_>, settings: &PodSettings) -> Result<Pod, 
                 env: env_list(&c.env),
                 ports: Some(vec![container_port(port)]),
                 readiness_probe: Some(tcp_probe(port)),
+                startup_probe: Some(startup_probe(port)),
                 resources: settings.sidecar_resources.clone(),
                 restart_policy: Some("Always".into()),
                 ..Container::default()
@@ -287,6 +288,7 @@ pub fn build_pod(inputs: &PodInputs<'_>, settings: &PodSettings) -> Result<Pod, 
                 env: env_list(&stdio.env),
                 ports: Some(vec![container_port(port)]),
                 readiness_probe: Some(tcp_probe(port)),
+                startup_probe: Some(startup_probe(port)),
                 resources: settings.sidecar_resources.clone(),
                 restart_policy: Some("Always".into()),
                 volume_mounts: Some(vec![bin_mount(true)]),
@@ -460,6 +462,21 @@ fn tcp_probe(port: u16) -> Probe {
         }),
         period_seconds: Some(2),
         failure_threshold: Some(30),
+        ..Probe::default()
+    }
+}
+
+/// Native sidecars hold back the next container only until their startup
+/// probe passes (readiness is not waited for): without it the runner could
+/// start before its MCP servers listen.
+fn startup_probe(port: u16) -> Probe {
+    Probe {
+        tcp_socket: Some(TCPSocketAction {
+            host: None,
+            port: IntOrString::Int(i32::from(port)),
+        }),
+        period_seconds: Some(1),
+        failure_threshold: Some(120),
         ..Probe::default()
     }
 }

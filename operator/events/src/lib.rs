@@ -10,6 +10,8 @@
 //!   with every notification of the channels someone here subscribes to, so
 //!   an event published by any replica (or any investigation pod) reaches the
 //!   WebSocket clients of every API replica.
+//! * [`lifecycle`] publishes `session.status` and `stage.status` the same
+//!   way for every driver.
 //! * [`Connection`] is the WebSocket protocol (subscribe, unsubscribe,
 //!   catch-up, ping) independent of any HTTP framework.
 
@@ -17,6 +19,7 @@
 
 mod bus;
 mod connection;
+pub mod lifecycle;
 mod listener;
 mod publisher;
 

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tarsy_config::convert::{EnvSecretResolver, Placement, SecretResolver, env_name_for_key};
@@ -442,7 +443,14 @@ pub async fn run(
         publisher,
         cancel: cancel.clone(),
     };
-    let (result, mcp_init) = run.run().await;
+    let (mut result, mcp_init) = run.run().await;
+    if result.status == ExecutionStatus::Cancelled && stopped_for_timeout(&api, &options.name).await
+    {
+        // The operator stops executions at the session deadline the same way
+        // it stops cancelled ones (SIGTERM): its annotation tells them apart.
+        result.status = ExecutionStatus::TimedOut;
+        result.error = Some("session timed out".into());
+    }
     reporter_stop.cancel();
     let _ = reporter.await;
     let first = *first_call.lock().unwrap_or_else(|e| e.into_inner());
@@ -459,6 +467,21 @@ pub async fn run(
     .await;
     finish_chat_stage(&store, &ae, &stage_id, end.0, end.1.as_deref()).await;
     report
+}
+
+/// Whether the execution was stopped because its session timed out (the
+/// stop annotation says `timed_out`). Unknown (unreadable) counts as no.
+async fn stopped_for_timeout(api: &Api<AgentExecution>, name: &str) -> bool {
+    match api.get(name).await {
+        Ok(ae) => ae
+            .annotations()
+            .get(tarsy_crds::STOP_ANNOTATION)
+            .is_some_and(|v| v == tarsy_crds::STOP_TIMED_OUT),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read why the execution was stopped");
+            false
+        }
+    }
 }
 
 /// A chat answer is its own stage record: it ends with the execution (as in
@@ -492,27 +515,14 @@ fn chat_of(ae: &AgentExecution) -> Option<&tarsy_crds::ChatRequestSpec> {
 
 /// `stage.status` of a chat stage, as local mode publishes it.
 async fn publish_chat_stage(store: &Store, ae: &AgentExecution, stage_id: &str, status: &str) {
-    let session_id = &ae.spec.session_id;
-    let payload = json!({
-        "type": "stage.status",
-        "session_id": session_id,
-        "stage_id": stage_id,
-        "stage_name": ae.spec.stage.name,
-        "stage_index": ae.spec.stage.index,
-        "status": status,
-        "timestamp": chrono::Utc::now().to_rfc3339(),
-    });
     let publisher = tarsy_events::StorePublisher::new(store.clone(), None);
-    if let Err(e) = publisher
-        .publish(
-            session_id,
-            &tarsy_core::recorder::session_channel(session_id),
-            payload,
-        )
-        .await
-    {
-        tracing::warn!(stage_id, error = %e, "cannot publish the chat stage's status");
-    }
+    let stage = tarsy_events::lifecycle::StageRef {
+        id: stage_id,
+        name: &ae.spec.stage.name,
+        index: i64::from(ae.spec.stage.index),
+    };
+    tarsy_events::lifecycle::publish_stage_status(&publisher, &ae.spec.session_id, stage, status)
+        .await;
 }
 
 type Prepared = (

@@ -7,10 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
-use serde_json::{Value, json};
 use tarsy_config::Config;
-use tarsy_core::recorder::{SESSIONS_CHANNEL, session_channel};
 use tarsy_core::{
     EventPublisher, ExecutionRecorder, ExecutionStatus, McpServerConfig, RecordScope,
     ResolvedAgentConfig, SessionStatus,
@@ -161,25 +158,14 @@ impl Runtime {
         Arc::new(self.store.clone())
     }
 
-    /// Publishes a persistent event; delivery is best effort (the records
-    /// are stored already).
-    pub(crate) async fn publish(&self, session_id: &str, channel: &str, payload: Value) {
-        if let Err(e) = self.publisher.publish(session_id, channel, payload).await {
-            tracing::warn!(%session_id, %channel, error = %e, "event not published");
-        }
-    }
-
     /// `session.status` on the session's channel and on the session list.
     pub(crate) async fn publish_session_status(&self, session_id: &str, status: SessionStatus) {
-        let payload = json!({
-            "type": "session.status",
-            "session_id": session_id,
-            "status": status.as_str(),
-            "timestamp": Utc::now().to_rfc3339(),
-        });
-        self.publish(session_id, &session_channel(session_id), payload.clone())
-            .await;
-        self.publish(session_id, SESSIONS_CHANNEL, payload).await;
+        tarsy_events::lifecycle::publish_session_status(
+            self.publisher.as_ref(),
+            session_id,
+            status,
+        )
+        .await;
     }
 
     /// `stage.status` (started, completed, failed, timed_out, cancelled).
@@ -191,17 +177,18 @@ impl Runtime {
         stage_index: i64,
         status: &str,
     ) {
-        let payload = json!({
-            "type": "stage.status",
-            "session_id": session_id,
-            "stage_id": stage_id,
-            "stage_name": stage_name,
-            "stage_index": stage_index,
-            "status": status,
-            "timestamp": Utc::now().to_rfc3339(),
-        });
-        self.publish(session_id, &session_channel(session_id), payload)
-            .await;
+        let stage = tarsy_events::lifecycle::StageRef {
+            id: stage_id,
+            name: stage_name,
+            index: stage_index,
+        };
+        tarsy_events::lifecycle::publish_stage_status(
+            self.publisher.as_ref(),
+            session_id,
+            stage,
+            status,
+        )
+        .await;
     }
 
     /// Configurations of the servers an agent uses (prompt instructions).

@@ -1,0 +1,68 @@
+//! The lifecycle events every driver publishes the same way — local mode,
+//! the operator, the runner and the cluster-mode API: `session.status` (on
+//! the session's channel and the session list) and `stage.status`. Delivery
+//! is best effort: the records are stored already, a failure is logged.
+
+use chrono::Utc;
+use serde_json::{Value, json};
+use tarsy_core::recorder::{SESSIONS_CHANNEL, session_channel};
+use tarsy_core::{EventPublisher, SessionStatus};
+
+/// A stage as `stage.status` names it.
+#[derive(Debug, Clone, Copy)]
+pub struct StageRef<'a> {
+    /// Stage row id.
+    pub id: &'a str,
+    /// Stage name.
+    pub name: &'a str,
+    /// Stage index within the session.
+    pub index: i64,
+}
+
+/// Publishes `session.status` on the session's channel and on `sessions`.
+pub async fn publish_session_status(
+    publisher: &dyn EventPublisher,
+    session_id: &str,
+    status: SessionStatus,
+) {
+    let payload = json!({
+        "type": "session.status",
+        "session_id": session_id,
+        "status": status.as_str(),
+        "timestamp": Utc::now().to_rfc3339(),
+    });
+    publish(
+        publisher,
+        session_id,
+        &session_channel(session_id),
+        payload.clone(),
+    )
+    .await;
+    publish(publisher, session_id, SESSIONS_CHANNEL, payload).await;
+}
+
+/// Publishes `stage.status` (`started`, `completed`, `failed`, `timed_out`,
+/// `cancelled`) on the session's channel.
+pub async fn publish_stage_status(
+    publisher: &dyn EventPublisher,
+    session_id: &str,
+    stage: StageRef<'_>,
+    status: &str,
+) {
+    let payload = json!({
+        "type": "stage.status",
+        "session_id": session_id,
+        "stage_id": stage.id,
+        "stage_name": stage.name,
+        "stage_index": stage.index,
+        "status": status,
+        "timestamp": Utc::now().to_rfc3339(),
+    });
+    publish(publisher, session_id, &session_channel(session_id), payload).await;
+}
+
+async fn publish(publisher: &dyn EventPublisher, session_id: &str, channel: &str, payload: Value) {
+    if let Err(e) = publisher.publish(session_id, channel, payload).await {
+        tracing::warn!(%session_id, %channel, error = %e, "event not published");
+    }
+}
