@@ -36,7 +36,7 @@ use tarsy_crds::{
     Agent, AgentExecution, Alert, AlertPhase, AlertSource, AlertSpec, Chain, ExecutionKind,
     LLMProvider, MCPServer, McpSelectionSpec,
 };
-use tarsy_store::{NewSession, Store, StoreError};
+use tarsy_store::{Store, StoreError};
 
 pub use chat::CHAT_STAGE_NAME;
 
@@ -193,26 +193,11 @@ impl KubeSessionControl {
         uid: &str,
         chain: &str,
     ) -> Result<bool, StoreError> {
-        let data = match &self.alert_masker {
-            Some(m) => m.mask_alert_data(&alert.spec.data),
-            None => alert.spec.data.clone(),
-        };
-        self.store
-            .create_session(NewSession {
-                id: uid.to_string(),
-                alert_data: data,
-                alert_type: alert.spec.alert_type.clone(),
-                chain_id: chain.to_string(),
-                author: alert.spec.author.clone(),
-                runbook_url: alert.spec.runbook_url.clone(),
-                mcp_selection: alert
-                    .spec
-                    .mcp_selection
-                    .as_ref()
-                    .and_then(|s| serde_json::to_value(s).ok()),
-            })
-            .await
-            .map(|c| c.created)
+        let mut record = tarsy_controller::alert::session_record(alert, uid, chain);
+        if let Some(m) = &self.alert_masker {
+            record.alert_data = m.mask_alert_data(&record.alert_data);
+        }
+        self.store.create_session(record).await.map(|c| c.created)
     }
 }
 

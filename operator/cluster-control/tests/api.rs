@@ -222,7 +222,8 @@ async fn submitted_alert_is_an_alert_resource_and_a_readable_session() {
             "/api/v1/alerts",
             json!({"alert_type": "PodCrashLooping", "data": data,
                    "runbook_url": "https://runbooks.example/crash",
-                   "mcp_selection": {"servers": [{"name": "kubernetes-server", "tools": ["pods_list"]}]}}),
+                   "mcp_selection": {"servers": [{"name": "kubernetes-server", "tools": ["pods_list"]}],
+                                     "native_tools": {"google_search": false}}}),
         )
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{out}");
@@ -260,11 +261,18 @@ async fn submitted_alert_is_an_alert_resource_and_a_readable_session() {
     assert_ne!(masked, data, "the default alert masking masks this data");
     assert_eq!(session["alert_data"], masked.as_str());
     assert!(!session["alert_data"].as_str().unwrap().contains("hunter2"));
-    // The same row the operator writes (it stores the resource's selection).
+    // The selection as submitted (the same form local mode stores), not
+    // the resource's camelCase form.
+    assert_eq!(
+        session["mcp_selection"],
+        json!({"servers": [{"name": "kubernetes-server", "tools": ["pods_list"]}],
+               "native_tools": {"google_search": false}})
+    );
+    // The same form the operator writes for this Alert.
     let row = env.store.get_session(&id).await.unwrap();
     assert_eq!(
         row.mcp_selection,
-        Some(serde_json::to_value(&selection).unwrap())
+        Some(serde_json::to_value(tarsy_core::McpSelection::from(&selection)).unwrap())
     );
 
     // Session lists hear of it.

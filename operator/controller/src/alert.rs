@@ -151,6 +151,26 @@ impl AlertOutcome {
     }
 }
 
+/// The session row of an Alert (id = its UID), alert data not yet masked.
+/// The operator and the cluster-mode API both write it (whichever comes
+/// first; the insert is idempotent), so both build it here. The MCP
+/// selection is stored in the same form local mode stores it.
+pub fn session_record(alert: &Alert, uid: &str, chain: &str) -> NewSession {
+    NewSession {
+        id: uid.to_string(),
+        alert_data: alert.spec.data.clone(),
+        alert_type: alert.spec.alert_type.clone(),
+        chain_id: chain.to_string(),
+        author: alert.spec.author.clone(),
+        runbook_url: alert.spec.runbook_url.clone(),
+        mcp_selection: alert
+            .spec
+            .mcp_selection
+            .as_ref()
+            .and_then(|s| serde_json::to_value(tarsy_core::McpSelection::from(s)).ok()),
+    }
+}
+
 /// The chain plan of a chain spec (stages with expanded executions).
 pub fn chain_plan(config: &Config, name: &str, chain: &ChainSpec) -> ChainPlan {
     ChainPlan {
@@ -246,19 +266,11 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     out.status.session_id = Some(uid.clone());
     // The row exists once the session left Pending.
     if phase == AlertPhase::Pending {
-        out.store.push(StoreOp::CreateSession(NewSession {
-            id: uid.clone(),
-            alert_data: alert.spec.data.clone(),
-            alert_type: alert.spec.alert_type.clone(),
-            chain_id: chain.name.clone(),
-            author: alert.spec.author.clone(),
-            runbook_url: alert.spec.runbook_url.clone(),
-            mcp_selection: alert
-                .spec
-                .mcp_selection
-                .as_ref()
-                .and_then(|s| serde_json::to_value(s).ok()),
-        }));
+        out.store.push(StoreOp::CreateSession(session_record(
+            alert,
+            &uid,
+            &chain.name,
+        )));
     }
     let cancel = alert.spec.cancel == Some(true);
 
