@@ -235,13 +235,12 @@ impl Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
-        // SIGTERM (not SIGKILL) lets it stop the pod processes it runs; its
-        // HTTP server may then wait for clients' open watches, so the wait
-        // is bounded.
+        // SIGTERM (not SIGKILL) lets it stop the pod processes it runs; it
+        // exits on its own within 8 s at worst, the wait is a backstop.
         let _ = Command::new("kill")
             .arg(self.child.id().to_string())
             .status();
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while std::time::Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return;

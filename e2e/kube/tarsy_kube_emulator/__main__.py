@@ -1,7 +1,9 @@
 """`python -m tarsy_kube_emulator --port 0 --kubeconfig-out PATH [--kubelet]`.
 
 Prints the server URL on stdout (one line, flushed) once it accepts requests, then
-serves until SIGINT/SIGTERM.
+serves until SIGINT/SIGTERM, which stop the pods (SIGTERM, a short grace, SIGKILL), end
+open watches and exit 0 within about two seconds; a second signal, or a stop taking longer
+than `--shutdown-timeout`, kills the pods and exits 1 at once.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ import argparse
 import asyncio
 import json
 import pathlib
+import os
 import signal
 import sys
+import threading
 
 from .harness import EmulatorServer
 
@@ -31,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="map images matching GLOB to a host executable (repeatable)")
     parser.add_argument("--pass-env", action="append", default=[], metavar="NAME",
                         help="pass this host environment variable to every pod process (repeatable)")
+    parser.add_argument("--pod-stop-grace", type=float, default=1.0,
+                        help="seconds pods get between SIGTERM and SIGKILL when the emulator stops")
+    parser.add_argument("--shutdown-timeout", type=float, default=8.0,
+                        help="after SIGTERM/SIGINT, kill the pods and exit (status 1) if not stopped by then")
     args = parser.parse_args(argv)
     kubelet_options: dict[str, object] = {}
     if args.kubelet_root:
@@ -51,13 +59,40 @@ def main(argv: list[str] | None = None) -> int:
 async def _serve(args: argparse.Namespace, kubelet_options: dict[str, object]) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    server: EmulatorServer | None = None
+
+    def on_signal(sig: signal.Signals) -> None:
+        if stop.is_set():  # a second signal: do not wait for the orderly stop
+            _hard_exit(server, f"{sig.name} again while stopping")
+        stop.set()
+        # The orderly stop is bounded by itself; the watchdog covers what is not (a
+        # hung handler or task), so a caller waiting for the exit never waits long.
+        watchdog = threading.Timer(args.shutdown_timeout, _hard_exit,
+                                   (server, f"not stopped {args.shutdown_timeout:g} s after {sig.name}"))
+        watchdog.daemon = True
+        watchdog.start()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with EmulatorServer(host=args.host, port=args.port, kubeconfig_out=args.kubeconfig_out,
-                              crd_paths=args.crds, kubelet=args.kubelet, kubelet_options=kubelet_options) as srv:
+        loop.add_signal_handler(sig, on_signal, sig)
+    server = EmulatorServer(host=args.host, port=args.port, kubeconfig_out=args.kubeconfig_out,
+                            crd_paths=args.crds, kubelet=args.kubelet, kubelet_options=kubelet_options,
+                            pod_stop_grace=args.pod_stop_grace)
+    async with server as srv:
         print(srv.url, flush=True)
         await stop.wait()
     return 0
+
+
+def _hard_exit(server: EmulatorServer | None, why: str) -> None:
+    """Kill the pods' process groups and exit at once (from any thread)."""
+    killed = 0
+    if server is not None and server.kubelet is not None:
+        try:
+            killed = server.kubelet.kill_all()
+        except Exception as e:  # racing the event loop's thread: report, still exit
+            print(f"tarsy_kube_emulator: killing pods failed: {e!r}", file=sys.stderr)
+    print(f"tarsy_kube_emulator: {why}; killed {killed} container(s), exiting", file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 if __name__ == "__main__":

@@ -151,6 +151,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
     _gc_wakeup: asyncio.Event | None = attrs.field(default=None, init=False)
     _gc_task: asyncio.Task[None] | None = attrs.field(default=None, init=False)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
+    _closing: bool = attrs.field(default=False, init=False)
 
     # Hooks for the kubelet: graceful pod deletion, `pods/log`, control endpoints.
     pod_is_running: Callable[[dict[str, Any]], bool] | None = attrs.field(default=None, init=False)
@@ -307,6 +308,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
             raise errors.gone(f"too old resource version: {rv} ({self._log_floor + 1})")
         idx = bisect.bisect_right(self._log, rv, key=lambda r: r.rv)
         return self._log[idx:]
+
+    def close_watches(self) -> None:
+        """End every open watch stream now, and every later one right after its first
+        events: at shutdown an open stream would keep the HTTP server waiting for it
+        (aiohttp waits for running handlers before closing their connections)."""
+        self._closing = True
+        self._notify()
 
     async def wait_for_change(self, timeout: float) -> None:
         if self._changed is None:
@@ -1147,7 +1155,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     event = self._event_for(rec, kind, storage, ns, name, match)
                     if event is not None:
                         await send(*event)
-                if raw.transport is None or raw.transport.is_closing():
+                if raw.transport is None or raw.transport.is_closing() or self._closing:
                     break
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:

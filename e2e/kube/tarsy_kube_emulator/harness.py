@@ -20,6 +20,9 @@ T = TypeVar("T")
 # The repository's generated CRD manifests, when the package runs from a checkout.
 REPO_CRDS = pathlib.Path(__file__).resolve().parents[3] / "crds" / "manifests"
 
+# Seconds aiohttp gives a request handler still running when the server stops.
+SERVER_SHUTDOWN_TIMEOUT = 1.0
+
 
 def write_kubeconfig(path: str | pathlib.Path, url: str, namespace: str = "default") -> pathlib.Path:
     """A kubeconfig with one context `kubeemu`: plain http, no credentials."""
@@ -59,8 +62,10 @@ class EmulatorServer:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, kubeconfig_out: str | pathlib.Path | None = None,
                  crd_paths: Iterable[str | pathlib.Path] | None = None, kubelet: bool = False,
-                 kubelet_options: dict[str, Any] | None = None, emulator: KubeEmulator | None = None) -> None:
+                 kubelet_options: dict[str, Any] | None = None, emulator: KubeEmulator | None = None,
+                 pod_stop_grace: float = 1.0) -> None:
         self.emulator = emulator or KubeEmulator()
+        self.pod_stop_grace = pod_stop_grace
         self.host, self.port = host, port
         self.kubeconfig_out = pathlib.Path(kubeconfig_out) if kubeconfig_out else None
         self.crd_paths = [pathlib.Path(p) for p in crd_paths] if crd_paths is not None else None
@@ -79,6 +84,11 @@ class EmulatorServer:
         await self.emulator.__aenter__()
         self._server = kmock.Server(self.emulator, host=self.host, port=self.port or None, user_agent="")
         await self._server.__aenter__()
+        # aiohttp waits up to 60 s (twice) for running handlers when it stops. Ours end
+        # at once on shutdown (watches are closed first); this bounds anything else.
+        runner = getattr(self._server.server, "runner", None)
+        if runner is not None and hasattr(runner, "_shutdown_timeout"):
+            runner._shutdown_timeout = SERVER_SHUTDOWN_TIMEOUT
         if self.kubeconfig_out is not None:
             write_kubeconfig(self.kubeconfig_out, self.url)
         if self.with_kubelet:
@@ -88,11 +98,16 @@ class EmulatorServer:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        if self.kubelet is not None:
-            await self.kubelet.stop()
-        if self._server is not None:
-            await self._server.__aexit__(*exc)
-        await self.emulator.__aexit__(*exc)
+        # Pods first, while the API still answers (a stopping pod may write to it), then
+        # the watch streams (the HTTP server would wait for them), then the server.
+        try:
+            if self.kubelet is not None:
+                await self.kubelet.stop(self.pod_stop_grace)
+        finally:
+            self.emulator.close_watches()
+            if self._server is not None:
+                await self._server.__aexit__(*exc)
+            await self.emulator.__aexit__(*exc)
 
 
 class BackgroundEmulator:

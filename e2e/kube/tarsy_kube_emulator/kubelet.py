@@ -565,7 +565,11 @@ class Kubelet:
         self._register_node()
         self._task = asyncio.create_task(self._loop())
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = 1.0) -> None:
+        """Stop every pod: SIGTERM to each container, SIGKILL to its process group after
+        `grace` seconds; whatever still runs shortly after that is killed outright, so
+        stopping is bounded (pods are processes in their own sessions: nothing else would
+        end them when the emulator exits)."""
         if self._task is not None:
             self._task.cancel()
             try:
@@ -573,13 +577,29 @@ class Kubelet:
             except asyncio.CancelledError:
                 pass
         for worker in list(self.workers.values()):
-            await worker.request_stop(0)
-        tasks = [w.task for w in self.workers.values() if w.task is not None]
+            await worker.request_stop(grace)
+        tasks = [w.task for w in self.workers.values() if w.task is not None and not w.task.done()]
         if tasks:
-            await asyncio.wait(tasks, timeout=10)
+            await asyncio.wait(tasks, timeout=grace + 2.0)
+        self.kill_all()
         self.emu.pod_is_running = None
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
+
+    def kill_all(self) -> int:
+        """SIGKILL the process group of every container that has not been reaped yet;
+        returns how many. Safe to call from another thread (the shutdown watchdog): it
+        only reads pids and sends signals."""
+        killed = 0
+        for worker in list(self.workers.values()):
+            for c in list(worker.containers) + list(worker.inits):
+                process = c.process
+                # A reaped container's group was killed by its reaper, and its pid may
+                # belong to someone else by now.
+                if process is not None and not c.done.is_set():
+                    _killpg(process.pid, signal.SIGKILL)
+                    killed += 1
+        return killed
 
     def _register_node(self) -> None:
         kind = self.emu.kind_of("", "v1", "nodes")
