@@ -8,19 +8,18 @@
 //!
 //! Needs the emulator's Python (`eval "$(e2e/kube/install.sh)"` exports
 //! `TARSY_KUBE_PYTHON`; the default venv location is also tried) and
-//! Postgres (`TARSY_TEST_DATABASE_URL`). Without the emulator the test
-//! reports that it did not run — and fails when `TARSY_E2E_REQUIRE_CLUSTER=1`.
+//! Postgres (`TARSY_TEST_DATABASE_URL`). Without the emulator the tests fail
+//! with the install command. (The same scenarios with the real runner, and
+//! against a real cluster, are in `operator/tarsy/tests/cluster_e2e.rs`.)
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
 use tarsy_config::Defaults;
 use tarsy_controller::{LeaderElection, PodSettings, Settings};
@@ -28,50 +27,13 @@ use tarsy_crds::{
     Agent, AgentExecution, Alert, AlertPhase, AlertSpec, Chain, ExecutionPhase, LLMProvider,
     SecretKeyRef,
 };
+use tarsy_kube_harness::{Emulator, EmulatorOptions};
+use tarsy_store::testing::TestDatabase;
 
 const NS: &str = "e2e";
 
-struct Emulator {
-    child: Child,
-    kubeconfig: PathBuf,
-}
-
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        // SIGTERM lets it stop the pods it runs. Its shutdown has been seen
-        // to hang (the leader-election scenario, after the last Alert
-        // completed: still alive minutes after SIGTERM), which hung the
-        // test here: wait a bounded time, then SIGKILL.
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("the emulator ignored SIGTERM for 15 s: killing it");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn emulator_python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("TARSY_KUBE_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let home = std::env::var_os("HOME")?;
-    let venv = PathBuf::from(home).join(".cache/tarsy/kube-venv/bin/python");
-    venv.exists().then_some(venv)
-}
-
-fn start_emulator(python: &Path, dir: &Path) -> Emulator {
+/// The emulator with its kubelet; `fake-tarsy` images run the fake runner.
+fn start_emulator(dir: &Path) -> Emulator {
     let runner = dir.join("fake_runner.py");
     std::fs::copy(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_runner.py"),
@@ -83,45 +45,18 @@ fn start_emulator(python: &Path, dir: &Path) -> Emulator {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let image_map = dir.join("images.json");
-    std::fs::write(
-        &image_map,
-        serde_json::json!({"fake-tarsy:*": runner.to_str().unwrap()}).to_string(),
+    Emulator::start(
+        EmulatorOptions::new(dir)
+            .with_kubelet()
+            .with_image("fake-tarsy:*", &runner),
     )
-    .unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    let mut child = Command::new(python)
-        .args(["-m", "tarsy_kube_emulator", "--port", "0", "--kubelet"])
-        .arg("--kubeconfig-out")
-        .arg(&kubeconfig)
-        .arg("--image-map")
-        .arg(&image_map)
-        .arg("--kubelet-root")
-        .arg(dir.join("kubelet"))
-        .arg("--crds")
-        .arg(repo_root().join("crds/manifests"))
-        .env("PYTHONPATH", repo_root().join("e2e/kube"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("starting the emulator");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("http"), "emulator printed {line:?}");
-    Emulator { child, kubeconfig }
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 async fn client(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+    tarsy_kube_harness::client_for(kubeconfig)
         .await
-        .unwrap();
-    // Two rustls providers are linked in the workspace build (kube: ring, reqwest:
-    // aws-lc-rs); the tarsy binary picks ring in main(), tests must do the same.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    Client::try_from(config).unwrap()
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 async fn apply_yaml<K>(client: &Client, yaml: &str) -> K
@@ -318,37 +253,25 @@ async fn get_async(port: u16, path: &'static str) -> String {
         .unwrap()
 }
 
-async fn store() -> tarsy_store::Store {
-    let db_url = std::env::var("TARSY_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://tarsy:tarsy@127.0.0.1:55432/tarsy".into());
-    tarsy_store::Store::connect(&db_url)
+/// A throw-away Postgres database (dropped with the handle) and its store.
+async fn store() -> (TestDatabase, tarsy_store::Store) {
+    let db = TestDatabase::create("tarsy_operator_e2e")
         .await
-        .expect("Postgres (start it with scripts/postgres.sh)")
-}
-
-/// The emulator's Python. A missing emulator fails the test: a green run must
-/// mean the operator really ran (install it with `e2e/kube/install.sh`).
-fn require_emulator() -> Option<PathBuf> {
-    let python = emulator_python();
-    assert!(
-        python.is_some(),
-        "the Kubernetes emulator is not installed: run `eval \"$(bash e2e/kube/install.sh)\"` \
-         (scripts/test-all does)"
-    );
-    python
+        .unwrap_or_else(|e| panic!("{e}"));
+    let store = tarsy_store::Store::connect(db.url())
+        .await
+        .expect("connect to the test database and migrate it");
+    (db, store)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_runs_alerts_end_to_end_on_the_emulator() {
-    let Some(python) = require_emulator() else {
-        return;
-    };
-    let store = store().await;
+    let (_db, store) = store().await;
 
     let dir = std::env::temp_dir().join(format!("tarsy-operator-e2e-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let emu = start_emulator(&python, &dir);
-    let client = client(&emu.kubeconfig).await;
+    let emu = start_emulator(&dir);
+    let client = client(emu.kubeconfig()).await;
 
     setup_namespace(&client).await;
 
@@ -600,19 +523,16 @@ async fn operator_runs_alerts_end_to_end_on_the_emulator() {
 /// Two replicas with leader election: only the Lease holder acts (the other
 /// is not ready and reconciles nothing); when the leader goes, the other
 /// takes over and resumes from resources + Postgres without duplicating.
-/// (It once hung a full-suite run: the emulator's shutdown can ignore
-/// SIGTERM, and `Emulator::drop` waited forever; it now kills it after 15 s,
-/// and every await here is bounded.)
+/// (It once hung a full-suite run while the emulator's shutdown waited for
+/// open watches; the emulator now closes them, the harness kills it after a
+/// bounded wait, and every await here is bounded.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_acts_and_a_successor_resumes() {
-    let Some(python) = require_emulator() else {
-        return;
-    };
-    let store = within("connecting to Postgres", 30, store()).await;
+    let (_db, store) = within("connecting to Postgres", 30, store()).await;
     let dir = std::env::temp_dir().join(format!("tarsy-operator-le-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let emu = start_emulator(&python, &dir);
-    let client = within("the emulator's client", 30, client(&emu.kubeconfig)).await;
+    let emu = start_emulator(&dir);
+    let client = within("the emulator's client", 30, client(emu.kubeconfig())).await;
     within("namespace setup", 30, setup_namespace(&client)).await;
     write_summary_script(&dir);
     let leader = |id: &str| LeaderElection {
