@@ -78,9 +78,6 @@ async fn start(broken: bool) -> KubeResources {
         .route("/apis/tarsy.dev/v1alpha1/{plural}", get(list))
         .with_state(fake);
     let addr = common::serve_http(router).await;
-    // Two rustls providers are linked in the workspace build (kube: ring, reqwest:
-    // aws-lc-rs); the tarsy binary picks ring in main(), tests must do the same.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let client =
         kube::Client::try_from(kube::Config::new(format!("http://{addr}").parse().unwrap()))
             .unwrap();

@@ -230,9 +230,6 @@ async fn fake_api() -> (std::net::SocketAddr, Shared) {
 
 async fn kube_sink(api: std::net::SocketAddr) -> KubeAlertSink {
     let config = kube::Config::new(format!("http://{api}").parse().unwrap());
-    // Two rustls providers are linked in the workspace build (kube: ring, reqwest:
-    // aws-lc-rs); the tarsy binary picks ring in main(), tests must do the same.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = kube::Client::try_from(config).unwrap();
     KubeAlertSink::new(client, "tarsy")
 }

@@ -258,9 +258,6 @@ pub async fn client_for(kubeconfig: &Path) -> Result<Client, HarnessError> {
         path: kubeconfig.to_path_buf(),
         cause,
     };
-    // Two rustls providers are linked in the workspace build: pick ring for
-    // the process, as the tarsy binary does (a second install is a no-op).
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| err(e.to_string()))?;
     let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await

@@ -57,10 +57,6 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    // Two rustls crypto providers are linked (kube uses ring, reqwest's
-    // default is aws-lc-rs): choose one for the whole process, before any
-    // subcommand opens a TLS connection.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     // The investigate report owns the terminal: only warnings are logged.
     let default_level = match cli.command {
         Command::Investigate(_) => "warn",

@@ -103,7 +103,7 @@ pub fn tls_connector(ca_pem: &str) -> tokio_rustls::TlsConnector {
         roots.add(cert.unwrap()).unwrap();
     }
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
+        rustls::crypto::aws_lc_rs::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .unwrap()
