@@ -217,6 +217,12 @@ pub struct AgentExecutionStatus {
     /// When the execution reached a terminal phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<Time>,
+    /// Outcome of connecting to each MCP server when the execution started
+    /// (at most 32); the operator copies the newest into each MCPServer's
+    /// `status.lastHealth`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub mcp_servers: Vec<McpServerOutcome>,
     /// Standard conditions (`PodReady`, `Ready`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
@@ -224,6 +230,29 @@ pub struct AgentExecutionStatus {
     /// The metadata.generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// Most MCP server outcomes an execution status lists.
+pub const MAX_MCP_OUTCOMES: usize = 32;
+
+/// Longest error of an MCP server outcome (characters).
+pub const MAX_MCP_OUTCOME_ERROR_CHARS: usize = 1024;
+
+/// Whether one MCP server could be connected to when an execution started.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerOutcome {
+    /// MCP server name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Whether the server initialised and listed its tools.
+    pub healthy: bool,
+    /// Why the connection failed, clipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub error: Option<String>,
+    /// When the connection was attempted.
+    pub checked_at: Time,
 }
 
 /// Token usage of an execution.

@@ -39,7 +39,8 @@ use kube::CustomResourceExt;
 
 pub use agent::{Agent, AgentSpec, AgentStatus};
 pub use agent_execution::{
-    AgentExecution, AgentExecutionSpec, AgentExecutionStatus, ChatRequestSpec, ResolvedConfigSpec,
+    AgentExecution, AgentExecutionSpec, AgentExecutionStatus, ChatRequestSpec,
+    MAX_MCP_OUTCOME_ERROR_CHARS, MAX_MCP_OUTCOMES, McpServerOutcome, ResolvedConfigSpec,
     STOP_ANNOTATION, STOP_CANCELLED, STOP_TIMED_OUT, StageRef, TimelineSnippet, TokenUsageStatus,
 };
 pub use alert::{

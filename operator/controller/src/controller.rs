@@ -42,8 +42,14 @@ use crate::names::label_value;
 use crate::pod::{LABEL_ALERT, PodInputs, PodSettings, build_pod};
 use crate::resources::{SecretKeys, execution_servers, readiness, secret_refs};
 
-/// The one field manager of every status the operator writes.
+/// The field manager of every status the operator writes, except MCPServer
+/// `status.lastHealth` ([`HEALTH_FIELD_MANAGER`]).
 pub const FIELD_MANAGER: &str = "tarsy-operator";
+/// Field manager of MCPServer `status.lastHealth`. Separate from
+/// [`FIELD_MANAGER`] so that the Ready-condition apply (which leaves
+/// `lastHealth` out) and the health apply (which leaves the conditions out)
+/// never remove each other's fields, without a read-modify-write race.
+pub const HEALTH_FIELD_MANAGER: &str = "tarsy-operator-health";
 /// Finalizer on Alerts: the session row is soft-deleted before the Alert goes.
 pub const ALERT_FINALIZER: &str = "tarsy.dev/session";
 /// Alerts reconciled at once. A reconcile may wait on an executive summary
@@ -839,6 +845,24 @@ where
         + std::fmt::Debug,
     S: Serialize,
 {
+    apply_status_as::<K, S>(client, FIELD_MANAGER, ns, name, status).await
+}
+
+/// [`apply_status`] under field manager `manager`.
+async fn apply_status_as<K, S>(
+    client: &Client,
+    manager: &str,
+    ns: &str,
+    name: &str,
+    status: &S,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    S: Serialize,
+{
     let api: Api<K> = Api::namespaced(client.clone(), ns);
     let patch = serde_json::json!({
         "apiVersion": K::api_version(&()),
@@ -847,11 +871,46 @@ where
     });
     api.patch_status(
         name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &PatchParams::apply(manager).force(),
         &Patch::Apply(&patch),
     )
     .await?;
     Ok(())
+}
+
+/// Copies the MCP server outcomes `ae`'s runner reported into the
+/// `status.lastHealth` of the namespace's MCPServers where they are newer
+/// ([`crate::health::health_updates`]). Best effort: a failed write is
+/// logged, never fails the execution's reconcile (the next status change of
+/// any execution using the server retries it).
+async fn report_health(ctx: &Context, ns: &str, ae: &AgentExecution) {
+    let outcomes = ae.status.as_ref().map_or(&[][..], |s| &s.mcp_servers[..]);
+    if outcomes.is_empty() {
+        return;
+    }
+    let known: BTreeMap<String, Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>> = ctx
+        .mcp_servers
+        .state()
+        .iter()
+        .filter(|s| s.metadata.namespace.as_deref() == Some(ns))
+        .filter_map(|s| {
+            let checked = s
+                .status
+                .as_ref()
+                .and_then(|st| st.last_health.as_ref())
+                .and_then(|h| h.checked_at.clone());
+            s.metadata.name.clone().map(|n| (n, checked))
+        })
+        .collect();
+    for (name, health) in crate::health::health_updates(outcomes, &known) {
+        let status = serde_json::json!({ "lastHealth": health });
+        if let Err(e) =
+            apply_status_as::<MCPServer, _>(&ctx.client, HEALTH_FIELD_MANAGER, ns, &name, &status)
+                .await
+        {
+            tracing::warn!(server = %name, error = %e, "MCPServer lastHealth not written");
+        }
+    }
 }
 
 // --------------------------------------------------------- AgentExecution
@@ -887,6 +946,7 @@ async fn execution_io(cached: &AgentExecution, ctx: &Context) -> Result<Action, 
         return Ok(Action::await_change());
     };
     let ae = &ae;
+    report_health(ctx, &ns, ae).await;
     let now = Timestamp::now();
     let mut out = reconcile_execution(&ExecutionInputs {
         execution: ae,

@@ -6,6 +6,7 @@
 //!   writes and Events computed from observed state);
 //! - [`execution`]: the AgentExecution reconcile, sans IO (pod lifecycle,
 //!   failures the runner cannot record);
+//! - [`health`]: MCPServer `lastHealth` from runners' connection outcomes;
 //! - [`resources`]: Ready conditions of Chain, Agent, MCPServer, LLMProvider;
 //! - [`controller`]: the kube-runtime Controllers doing the IO ([`run`]);
 //! - [`metrics`]: Prometheus metrics, `/healthz`, `/readyz`;
@@ -18,6 +19,7 @@ pub mod alert;
 pub mod conditions;
 pub mod controller;
 pub mod execution;
+pub mod health;
 pub mod metrics;
 pub mod names;
 pub mod pod;

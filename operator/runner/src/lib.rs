@@ -10,7 +10,8 @@
 //! and reports progress in its own AgentExecution's `status` (server-side
 //! apply, field manager [`FIELD_MANAGER`]): phase Active → terminal,
 //! iteration, tokens, a bounded recent timeline, the clipped final analysis
-//! and error. Cancelling the token given to [`run`] (SIGTERM in the binary)
+//! and error, and whether each MCP server could be connected to (which the
+//! operator turns into the MCPServer's `status.lastHealth`). Cancelling the token given to [`run`] (SIGTERM in the binary)
 //! stops the engine; the execution is recorded Cancelled.
 //!
 //! | module | what |
@@ -42,6 +43,7 @@ use tarsy_core::{
     McpTransport, RecordError, RecordScope, ResolvedAgentConfig, SecretValue, TimelineEventType,
     TokenUsage,
 };
+use tarsy_crds::McpServerOutcome;
 use tarsy_crds::{
     API_VERSION, AgentExecution, AgentExecutionStatus, ExecutionPhase, LLMProvider, MCPServer,
     SecretKeyRef,
@@ -359,6 +361,7 @@ pub async fn run(
                 result,
                 None,
                 Duration::ZERO,
+                Vec::new(),
             )
             .await;
             finish_chat_stage(&store, &ae, &stage_id, end.0, end.1.as_deref()).await;
@@ -382,13 +385,46 @@ pub async fn run(
     let iterations = Arc::new(AtomicU32::new(0));
     let first_call: Arc<std::sync::Mutex<Option<Duration>>> = Arc::default();
     let reporter_stop = CancellationToken::new();
+    let mcp_outcomes: SharedOutcomes = Arc::default();
+    // LLM calls are counted by their own task, as they start: the reporter
+    // may be busy writing or waiting out `status_interval`, and a quick run
+    // would otherwise end before it saw them.
+    let call_watcher = {
+        let changed = changed.clone();
+        let execution_id = execution_id.clone();
+        let iterations = iterations.clone();
+        let first_call = first_call.clone();
+        let stop = reporter_stop.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    // Calls already sent are counted before stopping.
+                    biased;
+                    call = calls.recv() => match call {
+                        Ok(c) if c.execution_id == execution_id => {
+                            let mut f = first_call.lock().unwrap_or_else(|e| e.into_inner());
+                            if f.is_none() {
+                                *f = Some(t0.elapsed());
+                            }
+                            iterations.fetch_add(1, Ordering::Relaxed);
+                            changed.notify_one();
+                        }
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    },
+                    _ = stop.cancelled() => return,
+                }
+            }
+        })
+    };
     let reporter = {
+        let mcp_outcomes = mcp_outcomes.clone();
+        let changed = changed.clone();
         let store = store.clone();
         let writer = writer.clone();
         let execution_id = execution_id.clone();
         let started_at = started_at.clone();
         let iterations = iterations.clone();
-        let first_call = first_call.clone();
         let stop = reporter_stop.clone();
         let interval = options.status_interval;
         tokio::spawn(async move {
@@ -398,12 +434,15 @@ pub async fn run(
                     .execution_timeline(&execution_id)
                     .await
                     .unwrap_or_default();
-                let status = summary::progress_status(
+                let mut status = summary::progress_status(
                     &execution_id,
                     iterations.load(Ordering::Relaxed),
                     &events,
                     &started_at,
                 );
+                // Every write carries the outcomes: server-side apply drops
+                // fields this manager owned but left out.
+                status.mcp_servers = outcomes_of(&mcp_outcomes);
                 if last.as_ref() != Some(&status) {
                     match writer.write(&status).await {
                         Ok(()) => last = Some(status),
@@ -413,15 +452,6 @@ pub async fn run(
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = changed.notified() => {}
-                    call = calls.recv() => {
-                        if let Ok(c) = call && c.execution_id == execution_id {
-                            let mut f = first_call.lock().unwrap_or_else(|e| e.into_inner());
-                            if f.is_none() {
-                                *f = Some(t0.elapsed());
-                            }
-                            iterations.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
                 }
                 tokio::select! {
                     _ = stop.cancelled() => return,
@@ -442,6 +472,8 @@ pub async fn run(
         llm,
         publisher,
         cancel: cancel.clone(),
+        mcp_outcomes: mcp_outcomes.clone(),
+        changed,
     };
     let (mut result, mcp_init) = run.run().await;
     if result.status == ExecutionStatus::Cancelled && stopped_for_timeout(&api, &options.name).await
@@ -453,6 +485,7 @@ pub async fn run(
     }
     reporter_stop.cancel();
     let _ = reporter.await;
+    let _ = call_watcher.await;
     let first = *first_call.lock().unwrap_or_else(|e| e.into_inner());
     let end = (result.status, result.error.clone());
     let report = finish(
@@ -463,6 +496,7 @@ pub async fn run(
         result,
         first.map(|d| d.saturating_sub(mcp_init)),
         mcp_init,
+        outcomes_of(&mcp_outcomes),
     )
     .await;
     finish_chat_stage(&store, &ae, &stage_id, end.0, end.1.as_deref()).await;
@@ -614,7 +648,16 @@ fn local_http(url: &str, previous: McpTransport) -> McpTransport {
     McpTransport::Http(http)
 }
 
+/// MCP server outcomes shared between the execution (which connects) and
+/// the status writes.
+type SharedOutcomes = Arc<std::sync::Mutex<Vec<McpServerOutcome>>>;
+
+fn outcomes_of(shared: &SharedOutcomes) -> Vec<McpServerOutcome> {
+    shared.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// Records the end in Postgres, then in the status.
+#[allow(clippy::too_many_arguments)]
 async fn finish(
     store: &Store,
     writer: &StatusWriter,
@@ -623,6 +666,7 @@ async fn finish(
     result: ExecutionResult,
     first_llm_request: Option<Duration>,
     mcp_init: Duration,
+    mcp_servers: Vec<McpServerOutcome>,
 ) -> Result<RunReport, RunnerError> {
     let events = store
         .execution_timeline(execution_id)
@@ -650,7 +694,7 @@ async fn finish(
             }
         }
     }
-    let status = summary::terminal_status(
+    let mut status = summary::terminal_status(
         execution_id,
         &Outcome {
             status: result.status,
@@ -663,6 +707,7 @@ async fn finish(
         started_at,
         &now(),
     );
+    status.mcp_servers = mcp_servers;
     let written = writer.write_terminal(&status).await;
     if let Some(e) = recorded {
         return Err(e.into());
@@ -696,6 +741,10 @@ struct Execution<'a> {
     llm: Arc<LlmRouter>,
     publisher: Arc<dyn EventPublisher>,
     cancel: CancellationToken,
+    /// Filled once the MCP servers were connected to.
+    mcp_outcomes: SharedOutcomes,
+    /// Wakes the progress reporter.
+    changed: Arc<Notify>,
 }
 
 impl Execution<'_> {
@@ -795,6 +844,11 @@ impl Execution<'_> {
         let mcp_init = mcp_started.elapsed();
         for f in &failed {
             tracing::warn!(server = %f.server, error = %f.error, "MCP server unavailable for this execution");
+        }
+        let outcomes = summary::mcp_outcomes(&self.config.mcp_servers, &failed, &now());
+        if !outcomes.is_empty() {
+            *self.mcp_outcomes.lock().unwrap_or_else(|e| e.into_inner()) = outcomes;
+            self.changed.notify_one();
         }
         let mut ctx = ExecutionContext::new(
             self.ae.spec.session_id.clone(),

@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 
 use tarsy_core::{ExecutionKind, ExecutionStatus, TimelineEvent, TimelineEventType, TokenUsage};
 use tarsy_crds::{
-    AgentExecutionStatus, ExecutionPhase, MAX_RECENT_TIMELINE, MAX_SNIPPET_CHARS,
-    MAX_STATUS_TEXT_CHARS, TimelineSnippet, TokenUsageStatus, clip,
+    AgentExecutionStatus, ExecutionPhase, MAX_MCP_OUTCOME_ERROR_CHARS, MAX_MCP_OUTCOMES,
+    MAX_RECENT_TIMELINE, MAX_SNIPPET_CHARS, MAX_STATUS_TEXT_CHARS, McpServerOutcome,
+    TimelineSnippet, TokenUsageStatus, clip,
 };
 use tarsy_engine::context::StageResult;
+use tarsy_engine::prompt::FailedServer;
 
 use crate::error::RunnerError;
 
@@ -110,6 +112,37 @@ pub fn terminal_status(
         .map(|e| clip(e, MAX_STATUS_TEXT_CHARS));
     status.completed_at = Some(completed_at.clone());
     status
+}
+
+/// The connection outcome of each of `servers` (in order, at most
+/// [`MAX_MCP_OUTCOMES`]): healthy unless listed in `failed`, whose error is
+/// clipped to [`MAX_MCP_OUTCOME_ERROR_CHARS`].
+pub fn mcp_outcomes(
+    servers: &[String],
+    failed: &[FailedServer],
+    checked_at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Vec<McpServerOutcome> {
+    let mut seen = std::collections::BTreeSet::new();
+    servers
+        .iter()
+        .filter(|s| seen.insert(s.as_str()))
+        .take(MAX_MCP_OUTCOMES)
+        .map(|name| {
+            let error = failed.iter().find(|f| &f.server == name).map(|f| {
+                let e = f.error.trim();
+                clip(
+                    if e.is_empty() { "unavailable" } else { e },
+                    MAX_MCP_OUTCOME_ERROR_CHARS,
+                )
+            });
+            McpServerOutcome {
+                name: name.clone(),
+                healthy: error.is_none(),
+                error,
+                checked_at: checked_at.clone(),
+            }
+        })
+        .collect()
 }
 
 /// Parses `NAMESPACE/NAME`.
@@ -357,6 +390,30 @@ mod tests {
         assert!(parse_pairs("endpoints", "").unwrap().is_empty());
         assert_eq!(parse_ports("fs=9101").unwrap()["fs"], 9101);
         assert!(parse_ports("fs=99999").is_err());
+    }
+
+    #[test]
+    fn mcp_outcomes_mark_failed_servers_and_stay_bounded() {
+        let at = Time(k8s_openapi::jiff::Timestamp::now());
+        let servers: Vec<String> = ["k8s", "gh", "k8s"].iter().map(|s| s.to_string()).collect();
+        let failed = vec![FailedServer {
+            server: "gh".into(),
+            error: "e".repeat(5000),
+        }];
+        let o = mcp_outcomes(&servers, &failed, &at);
+        assert_eq!(o.len(), 2, "duplicates are listed once: {o:?}");
+        assert_eq!((o[0].name.as_str(), o[0].healthy), ("k8s", true));
+        assert_eq!(o[0].error, None);
+        assert_eq!((o[1].name.as_str(), o[1].healthy), ("gh", false));
+        let err = o[1].error.as_deref().unwrap();
+        assert!(err.chars().count() <= MAX_MCP_OUTCOME_ERROR_CHARS && err.starts_with("eee"));
+        assert_eq!(o[1].checked_at, at);
+
+        let many: Vec<String> = (0..50).map(|i| format!("s{i}")).collect();
+        let o = mcp_outcomes(&many, &[], &at);
+        assert_eq!(o.len(), MAX_MCP_OUTCOMES);
+        assert!(o.iter().all(|x| x.healthy));
+        assert!(mcp_outcomes(&[], &failed, &at).is_empty());
     }
 
     fn exec(kind: ExecutionKind, status: ExecutionStatus, fa: Option<&str>) -> PriorExecution {

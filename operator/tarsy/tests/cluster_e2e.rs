@@ -39,7 +39,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use tarsy_core::{ExecutionStatus, SessionStatus, TimelineEventType};
-use tarsy_crds::{AgentExecution, Alert, AlertPhase, ExecutionPhase};
+use tarsy_crds::{AgentExecution, Alert, AlertPhase, ExecutionPhase, MCPServer};
 use tarsy_kube_harness::Emulator;
 use tarsy_store::Store;
 use tarsy_store::testing::TestDatabase;
@@ -591,6 +591,41 @@ async fn applied_alert_runs_to_completed_through_real_runners() {
         .expect("gamma execution");
     let gamma_status = gamma.status.clone().unwrap();
     assert!(gamma_status.iteration.unwrap_or(0) >= 2, "{gamma_status:?}");
+    // The runner reports connecting to its stdio server (through the
+    // bridge sidecar); the operator turns that into the MCPServer's health.
+    let outcomes: Vec<(&str, bool)> = gamma_status
+        .mcp_servers
+        .iter()
+        .map(|o| (o.name.as_str(), o.healthy))
+        .collect();
+    assert_eq!(outcomes, [("time", true)], "{gamma_status:?}");
+    run.step("checking MCPServer lastHealth");
+    let servers: Api<MCPServer> = Api::namespaced(run.client.clone(), &run.ns);
+    let health = run
+        .wait(
+            "MCPServer time lastHealth healthy",
+            &alert,
+            30,
+            async || {
+                let s = servers.get("time").await.ok()?;
+                s.status?.last_health.filter(|h| h.healthy)
+            },
+        )
+        .await;
+    assert_eq!(health.message, None, "{health:?}");
+    assert_eq!(
+        health.checked_at.as_ref(),
+        Some(&gamma_status.mcp_servers[0].checked_at),
+        "the only execution using it reported this check: {health:?}"
+    );
+    let time_server = servers.get("time").await.unwrap();
+    assert!(
+        time_server
+            .status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready")),
+        "the health write keeps the Ready condition: {time_server:?}"
+    );
 
     run.step("checking Postgres");
     // Postgres: session, stages, executions, timeline, interactions.
