@@ -239,9 +239,9 @@ struct Answer {
 impl Answer {
     async fn run(self) {
         let rt = self.rt.clone();
-        let chat_id = self.chat_id.clone();
+        let (chat_id, stage_id) = (self.chat_id.clone(), self.stage_id.clone());
         self.answer().await;
-        lock(&rt.chats).remove(&chat_id);
+        release(&rt, &chat_id, &stage_id);
     }
 
     async fn answer(self) {
@@ -332,6 +332,9 @@ impl Answer {
         {
             tracing::warn!(execution_id = %self.execution_id, error = %e, "cannot record chat execution status");
         }
+        // Free the chat before its stage shows the end: a client that sees
+        // the answer finished may ask the next question at once.
+        release(rt, &self.chat_id, &self.stage_id);
         if let Err(e) = rt
             .store
             .update_stage_status(&self.stage_id, status, error.as_deref())
@@ -348,6 +351,15 @@ impl Answer {
             status.as_str(),
         )
         .await;
+    }
+}
+
+/// Ends this answer's reservation of its chat, unless a later question
+/// already holds it.
+fn release(rt: &Runtime, chat_id: &str, stage_id: &str) {
+    let mut chats = lock(&rt.chats);
+    if chats.get(chat_id).is_some_and(|c| c.stage_id == stage_id) {
+        chats.remove(chat_id);
     }
 }
 
