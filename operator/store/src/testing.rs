@@ -1,7 +1,8 @@
-//! Throw-away Postgres databases for tests and benchmarks (feature
-//! `testing`): each test gets its own database on the server named by
-//! `TARSY_TEST_DATABASE_URL`, so tests run in parallel without sharing rows,
-//! and the database is dropped afterwards — also when the test panics.
+//! Throw-away databases for tests and benchmarks (feature `testing`): a
+//! SQLite file ([`TempSqlite`]) or a Postgres database ([`TestDatabase`]) of
+//! its own for each test, on the server named by `TARSY_TEST_DATABASE_URL`,
+//! so tests run in parallel without sharing rows; both are removed
+//! afterwards — also when the test panics.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), tarsy_store::testing::TestDatabaseError> {
@@ -193,6 +194,38 @@ async fn drop_named(server_url: &str, name: &str) -> Result<(), TestDatabaseErro
             name: name.to_string(),
             source,
         })
+}
+
+/// A SQLite database file for one test, in the temporary directory; the
+/// file and its WAL/SHM companions are removed when the value is dropped
+/// (also when the test panics). Close the stores using it first.
+#[derive(Debug)]
+pub struct TempSqlite {
+    path: std::path::PathBuf,
+}
+
+impl TempSqlite {
+    /// A new, not yet existing file `{prefix}_{random}.db` (the store
+    /// creates and migrates it on connect).
+    pub fn new(prefix: &str) -> Self {
+        let name = format!("{prefix}_{}.db", uuid::Uuid::new_v4().simple());
+        Self {
+            path: std::env::temp_dir().join(name),
+        }
+    }
+
+    /// Its `sqlite:` URL.
+    pub fn url(&self) -> String {
+        format!("sqlite:{}", self.path.display())
+    }
+}
+
+impl Drop for TempSqlite {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.path.display()));
+        }
+    }
 }
 
 #[cfg(test)]

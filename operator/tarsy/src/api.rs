@@ -12,7 +12,6 @@ use anyhow::Context as _;
 use clap::Args;
 use tarsy_api::{Api, ApiConfig};
 use tarsy_cluster_control::KubeSessionControl;
-use tarsy_config::{Defaults, DefaultsSpec};
 
 /// Where a pod finds its own namespace.
 const IN_CLUSTER_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
@@ -54,36 +53,9 @@ fn namespace(flag: Option<String>) -> String {
         .unwrap_or_else(|| "default".to_string())
 }
 
-/// The operator's defaults (`TARSY_DEFAULT_*`): they complete the
-/// configuration and decide alert masking, so both must read the same.
-fn defaults_from_env() -> anyhow::Result<Defaults> {
-    let spec = DefaultsSpec::from_env(&|name| std::env::var(name).ok()).map_err(|errors| {
-        anyhow::anyhow!(
-            "invalid defaults in the environment: {}",
-            errors
-                .iter()
-                .map(|(at, p)| format!("{at}: {p}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
-    })?;
-    let mut defaults = Defaults::default();
-    defaults.apply(&spec).map_err(|errors| {
-        anyhow::anyhow!(
-            "invalid defaults: {}",
-            errors
-                .iter()
-                .map(|(f, p)| format!("{f}: {p}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
-    })?;
-    Ok(defaults)
-}
-
 /// Serves the API until SIGTERM or Ctrl-C.
 pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
-    let defaults = defaults_from_env()?;
+    let defaults = crate::process::defaults_from_env()?;
     let namespace = namespace(args.namespace);
     // Migrations as `tarsy controller` runs them (idempotent, serialised by
     // the migrator's lock), so whichever starts first prepares the schema.
@@ -123,7 +95,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
             r.context("the API server task failed")?.context("the API server stopped")?;
             return Ok(());
         }
-        _ = wait_for_stop() => {}
+        _ = crate::process::stop_requested() => {}
     }
     tracing::info!("shutting down: finishing open requests");
     let _ = stop_tx.send(());
@@ -141,22 +113,6 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     // connection, which lives as long as the process.
     tracing::info!("stopped");
     Ok(())
-}
-
-/// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
-async fn wait_for_stop() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use tarsy_config::{Defaults, DefaultsSpec};
 use tarsy_controller::{LeaderElection, PodSettings, Settings};
 use tarsy_crds::SecretKeyRef;
 
@@ -82,27 +81,7 @@ pub struct ControllerArgs {
 
 /// Runs the operator until it fails or loses leadership.
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
-    let spec = DefaultsSpec::from_env(&|name| std::env::var(name).ok()).map_err(|errors| {
-        anyhow::anyhow!(
-            "invalid defaults in the environment: {}",
-            errors
-                .iter()
-                .map(|(at, p)| format!("{at}: {p}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
-    })?;
-    let mut defaults = Defaults::default();
-    defaults.apply(&spec).map_err(|errors| {
-        anyhow::anyhow!(
-            "invalid defaults: {}",
-            errors
-                .iter()
-                .map(|(f, p)| format!("{f}: {p}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
-    })?;
+    let defaults = crate::process::defaults_from_env()?;
     let (secret_name, secret_key) = args
         .database_secret
         .split_once('/')

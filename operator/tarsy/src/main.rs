@@ -9,6 +9,7 @@ mod api;
 mod controller;
 mod investigate;
 mod mcp_bridge;
+mod process;
 mod runner;
 mod serve;
 mod webhooks;

@@ -47,12 +47,8 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<i32> {
     let cancel = CancellationToken::new();
     {
         let cancel = cancel.clone();
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
+            crate::process::stop_requested().await;
             tracing::info!("stop requested: cancelling the execution");
             cancel.cancel();
         });

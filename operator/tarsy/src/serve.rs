@@ -95,7 +95,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!(%addr, database = %redact(&database_url), "TARSy is serving (local mode)");
         eprintln!("TARSy API on http://{addr}  (WebSocket: ws://{addr}/api/v1/ws)");
     }
-    wait_for_stop().await;
+    crate::process::stop_requested().await;
     eprintln!("shutting down: running executions are interrupted and resumed on the next start");
     app.shutdown().await;
     Ok(())
@@ -110,28 +110,6 @@ fn redact(url: &str) -> String {
             format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
         }
         _ => url.to_string(),
-    }
-}
-
-async fn wait_for_stop() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

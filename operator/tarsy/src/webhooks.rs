@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use tarsy_config::{Defaults, DefaultsSpec};
 use tarsy_webhooks::{
     AdmissionConfig, AdmissionState, BridgeAuth, BridgeConfig, BridgeState, KubeAlertSink,
     KubeResources, ReferencePolicy, ServeConfig, TlsFiles,
@@ -92,7 +91,7 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
         Some(AdmissionState::new(
             AdmissionConfig {
                 builtins: Default::default(),
-                defaults: operator_defaults()?,
+                defaults: crate::process::defaults_from_env()?,
                 reference_policy,
             },
             Arc::new(resources),
@@ -105,39 +104,7 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
         tls: TlsFiles::in_dir(&args.tls_dir),
         tls_reload_interval: Duration::from_secs(10),
     };
-    tarsy_webhooks::serve(config, bridge, admission, stop_signal())
+    tarsy_webhooks::serve(config, bridge, admission, crate::process::stop_requested())
         .await
         .context("serving webhooks")
-}
-
-/// The operator's defaults, from the same `TARSY_*` environment it reads, so
-/// admission judges objects as the operator will.
-fn operator_defaults() -> anyhow::Result<Defaults> {
-    let lookup = |name: &str| std::env::var(name).ok();
-    let spec = DefaultsSpec::from_env(&lookup).map_err(|errors| {
-        let lines: Vec<String> = errors.iter().map(|(at, p)| format!("{at}: {p}")).collect();
-        anyhow!("invalid defaults in the environment: {}", lines.join("; "))
-    })?;
-    let mut defaults = Defaults::default();
-    defaults.apply(&spec).map_err(|errors| {
-        let lines: Vec<String> = errors.iter().map(|(at, p)| format!("{at}: {p}")).collect();
-        anyhow!("invalid defaults in the environment: {}", lines.join("; "))
-    })?;
-    Ok(defaults)
-}
-
-/// Resolves on SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
-async fn stop_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

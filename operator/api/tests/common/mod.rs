@@ -19,7 +19,7 @@ use tarsy_api::{
 };
 use tarsy_core::{ExecutionStatus, SessionStatus};
 use tarsy_events::{EventHub, StorePublisher};
-use tarsy_store::testing::TestDatabase;
+use tarsy_store::testing::{TempSqlite, TestDatabase};
 use tarsy_store::{ConnectOptions, NewSession, NewStage, Store};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -27,20 +27,16 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 // ------------------------------------------------------------ databases
 
-fn unique_name(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
-}
-
 /// Runs `test` against a new SQLite file database, then deletes it.
 pub async fn with_sqlite<F, Fut>(test: F)
 where
     F: FnOnce(Store) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let path = std::env::temp_dir().join(format!("{}.db", unique_name("tarsy_api_test")));
-    let url = format!("sqlite:{}", path.display());
+    // A panicking test drops `db` while unwinding, which removes the file.
+    let db = TempSqlite::new("tarsy_api_test");
     let store = Store::connect_with(
-        &url,
+        &db.url(),
         ConnectOptions {
             max_connections: 4,
             ..ConnectOptions::default()
@@ -48,14 +44,8 @@ where
     )
     .await
     .expect("open SQLite test database");
-    let outcome = AssertUnwindSafe(test(store.clone())).catch_unwind().await;
+    test(store.clone()).await;
     store.close().await;
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
 }
 
 /// Runs `test` with the URL of a new, migrated Postgres database made for

@@ -6,22 +6,16 @@
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use futures::FutureExt;
 use tarsy_api::NewAlert;
 use tarsy_config::{Config, DefaultsSpec, build_config, parse_config};
 use tarsy_core::{ExecutionStatus, SessionStatus};
 use tarsy_mcp::McpTimeouts;
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedLlmServer};
 use tarsy_session::{DriverSettings, LocalApp, LocalOptions};
-use tarsy_store::testing::TestDatabase;
+use tarsy_store::testing::{TempSqlite, TestDatabase};
 use tarsy_store::{AgentExecution, Session, Stage, Store};
-
-fn unique_name(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
-}
 
 /// Runs `test` with the URL of a new SQLite file database, then deletes it.
 pub async fn with_sqlite<F, Fut>(test: F)
@@ -29,15 +23,9 @@ where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let path = std::env::temp_dir().join(format!("{}.db", unique_name("tarsy_session_test")));
-    let url = format!("sqlite:{}", path.display());
-    let outcome = AssertUnwindSafe(test(url)).catch_unwind().await;
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    // A panicking test drops `db` while unwinding, which removes the file.
+    let db = TempSqlite::new("tarsy_session_test");
+    test(db.url()).await;
 }
 
 /// Runs `test` with the URL of a new Postgres database made for it, then

@@ -5,7 +5,6 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
 
 use futures::FutureExt;
 use serde_json::json;
@@ -13,12 +12,8 @@ use tarsy_core::{
     ExecutionKind, IterationStrategy, NewTimelineEvent, RecordScope, TimelineEventStatus,
     TimelineEventType,
 };
-use tarsy_store::testing::TestDatabase;
+use tarsy_store::testing::{TempSqlite, TestDatabase};
 use tarsy_store::{ConnectOptions, NewAgentExecution, NewSession, NewStage, Store};
-
-fn unique_name(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
-}
 
 /// Runs `test` against a new SQLite file database (several pooled
 /// connections, WAL, as local mode uses it), then deletes it.
@@ -27,11 +22,10 @@ where
     F: FnOnce(Store) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let path: PathBuf =
-        std::env::temp_dir().join(format!("{}.db", unique_name("tarsy_store_test")));
-    let url = format!("sqlite:{}", path.display());
+    // A panicking test drops `db` while unwinding, which removes the file.
+    let db = TempSqlite::new("tarsy_store_test");
     let store = Store::connect_with(
-        &url,
+        &db.url(),
         ConnectOptions {
             max_connections: 4,
             ..ConnectOptions::default()
@@ -39,14 +33,8 @@ where
     )
     .await
     .expect("open SQLite test database");
-    let outcome = AssertUnwindSafe(test(store.clone())).catch_unwind().await;
+    test(store.clone()).await;
     store.close().await;
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
 }
 
 /// Runs `test` against a new Postgres database created for it (so tests run
