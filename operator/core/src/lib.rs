@@ -21,7 +21,7 @@ pub use recorder::{
 };
 pub use status::{
     Backend, ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType,
-    McpInteractionType, MessageRole, ParallelType, SessionStatus, SuccessPolicy,
+    McpInteractionType, MessageRole, ParallelType, SessionStatus, StageKind, SuccessPolicy,
     TimelineEventStatus, TimelineEventType, UnknownValue,
 };
 

@@ -197,6 +197,20 @@ wire_enum!(
 );
 
 wire_enum!(
+    /// What a stage record is for. Stored with the stage (never guessed from
+    /// its name): the chain state machine, the context builders and the
+    /// dashboard read it.
+    StageKind, "stage kind" {
+        /// A configured stage of the chain: its agents or replicas.
+        Investigation = "investigation",
+        /// The synthesis of the preceding stage's parallel executions.
+        Synthesis = "synthesis",
+        /// The answer to a follow-up chat question.
+        Chat = "chat",
+    }
+);
+
+wire_enum!(
     /// Kinds of timeline events (what the user sees).
     TimelineEventType, "timeline event type" {
         /// Model reasoning (metadata.source: native or react).
