@@ -36,9 +36,10 @@ use tarsy_store::Store;
 pub use control::{
     AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission,
     McpHealthSource, McpServerHealth, NewAlert, SessionControl, SubmitError, SystemWarning,
-    SystemWarningsSource, publish_chat_accepted,
+    SystemWarningsSource,
 };
 pub use error::{ApiError, ApiResult};
+pub use tarsy_events::lifecycle::publish_chat_accepted;
 
 /// Author recorded when no trusted identity header is present.
 pub const DEFAULT_AUTHOR: &str = "api-client";

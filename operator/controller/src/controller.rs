@@ -30,7 +30,7 @@ use tarsy_crds::{
     MAX_STATUS_TEXT_CHARS, MCPServer, clip,
 };
 use tarsy_events::{StorePublisher, lifecycle};
-use tarsy_session::{LlmRouter, Summarizer};
+use tarsy_exec::{LlmRouter, Summarizer};
 use tarsy_store::{SessionOutcome, Store, StoreError};
 use tracing::{info, warn};
 
@@ -38,8 +38,7 @@ use crate::alert::{AlertInputs, EventNote, StoreOp, SummaryRequest, reconcile_al
 use crate::conditions;
 use crate::execution::{ExecutionInputs, PodAction, reconcile_execution};
 use crate::metrics::{HttpState, Metrics};
-use crate::names::label_value;
-use crate::pod::{LABEL_ALERT, PodInputs, PodSettings, build_pod};
+use crate::pod::{PodInputs, PodSettings, build_pod};
 use crate::resources::{SecretKeys, execution_servers, readiness, secret_refs};
 
 /// The field manager of every status the operator writes, except MCPServer
@@ -279,7 +278,14 @@ where
 /// Runs the operator until it fails or loses leadership: waits for the
 /// Lease (when configured), then runs the Alert, AgentExecution and
 /// configuration controllers and the HTTP endpoints.
-pub async fn run(client: Client, store: Store, settings: Settings) -> Result<(), Error> {
+pub async fn run(client: Client, store: Store, mut settings: Settings) -> Result<(), Error> {
+    // Runners complete their configuration with the operator's defaults.
+    settings.pod.runner_defaults = settings
+        .defaults
+        .to_env()
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let ns = settings.namespace.clone();
@@ -303,7 +309,7 @@ pub async fn run(client: Client, store: Store, settings: Settings) -> Result<(),
         .with_config(controller::Config::default().concurrency(ALERT_CONCURRENCY));
     let ae_controller = Controller::new(ae_api, watcher::Config::default()).owns(
         api_for::<Pod>(&client, ns.as_deref()),
-        watcher::Config::default().labels(crate::pod::LABEL_EXECUTION),
+        watcher::Config::default().labels(tarsy_crds::contract::LABEL_EXECUTION),
     );
 
     let recorder = Recorder::new(
@@ -519,7 +525,7 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
 
     let ae_api: Api<AgentExecution> = Api::namespaced(ctx.client.clone(), &ns);
     let listed = ae_api
-        .list(&ListParams::default().labels(&format!("{LABEL_ALERT}={}", label_value(&name))))
+        .list(&ListParams::default().labels(&tarsy_crds::contract::executions_selector(&name)))
         .await?;
     let executions: BTreeMap<String, AgentExecution> = listed
         .items
@@ -1001,7 +1007,7 @@ async fn execution_io(cached: &AgentExecution, ctx: &Context) -> Result<Action, 
         .and_then(|s| s.phase.map(|p| (p, s)))
         .filter(|(p, _)| p.is_terminal())
     {
-        let id = crate::names::execution_id(
+        let id = tarsy_exec::ids::execution_id(
             &ae.spec.session_id,
             ae.spec.stage.index,
             ae.spec.agent_index,

@@ -1,7 +1,6 @@
 //! The TARSy Kubernetes operator (DESIGN §2–§4).
 //!
 //! - [`pod`]: the investigation pod of an AgentExecution (pure, snapshot-tested);
-//! - [`names`]: deterministic, DNS-safe child names;
 //! - [`alert`]: the Alert reconcile, sans IO (status, children, Postgres
 //!   writes and Events computed from observed state);
 //! - [`execution`]: the AgentExecution reconcile, sans IO (pod lifecycle,
@@ -12,8 +11,9 @@
 //! - [`metrics`]: Prometheus metrics, `/healthz`, `/readyz`;
 //! - [`conditions`]: standard conditions.
 //!
-//! The runner contract (arguments and environment of `tarsy runner`) is
-//! documented in this crate's README.
+//! Names, labels, annotations and the runner's environment are the
+//! cluster-side contract in `tarsy_crds::contract`; everything a mode does
+//! not decide is `tarsy_exec`'s.
 
 pub mod alert;
 pub mod conditions;
@@ -21,7 +21,6 @@ pub mod controller;
 pub mod execution;
 pub mod health;
 pub mod metrics;
-pub mod names;
 pub mod pod;
 pub mod resources;
 

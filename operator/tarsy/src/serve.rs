@@ -5,7 +5,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use tarsy_session::{DEFAULT_LLM_ADDR, LocalApp, LocalOptions};
+use tarsy_exec::DEFAULT_LLM_ADDR;
+use tarsy_session::{LocalApp, LocalOptions};
 
 /// Arguments of `tarsy serve`.
 #[derive(Debug, clap::Args)]
