@@ -20,10 +20,10 @@ use tarsy_config::resolved_spec;
 use tarsy_core::ExecutionStatus;
 use tarsy_crds::contract::{ExecutionRequest, execution_for};
 use tarsy_crds::{AgentExecution, Alert, ChatRequestSpec, ExecutionKind, StageRef};
-use tarsy_exec::admission::{ChatAgent, chat_agent, check_question};
+use tarsy_exec::admission::{ChatAgent, chat_agent, question_for};
 use tarsy_exec::chat::Answer;
 use tarsy_exec::ids::CHAT_STAGE_NAME;
-use tarsy_store::{ChatUserMessage, Session, Stage, StoreError};
+use tarsy_store::{ChatUserMessage, Session, Stage};
 
 use crate::{KubeSessionControl, kube_message, transient};
 
@@ -54,14 +54,7 @@ pub(crate) async fn submit(
     ctl: &KubeSessionControl,
     submission: ChatSubmission,
 ) -> Result<ChatAccepted, ChatError> {
-    let content = check_question(&submission.content)?;
-    let session = match ctl.store.get_session(&submission.session_id).await {
-        Ok(s) => s,
-        Err(StoreError::NotFound { .. }) => {
-            return Err(ChatError::NotFound(submission.session_id));
-        }
-        Err(e) => return Err(internal(e)),
-    };
+    let (content, session) = question_for(&ctl.store, &submission).await?;
     // The answer is owned by the Alert: without it there is nothing to chat about.
     let alert = ctl
         .alert_by_uid(&session.id)

@@ -27,8 +27,8 @@ use tarsy_crds::{
     AgentExecution, Alert, AlertPhase, AlertStatus, ChainSpec, MAX_STATUS_TEXT_CHARS, StageRef,
     StageStatus, clip,
 };
-use tarsy_exec::ids;
 use tarsy_exec::plan::{chain_plan, resolve_execution};
+use tarsy_exec::{ids, records};
 use tarsy_store::{NewAgentExecution, NewSession, NewStage};
 
 use crate::conditions;
@@ -539,18 +539,8 @@ fn start_stage(
     let uid = alert.metadata.uid.clone().unwrap_or_default();
     let chain_name = out.status.chain.clone().unwrap_or_default();
     let stage_id = ids::stage_id(&uid, start.db_index);
-    out.store.push(StoreOp::CreateStage(NewStage {
-        id: Some(stage_id.clone()),
-        session_id: uid.clone(),
-        stage_name: start.name.clone(),
-        kind: start.kind,
-        stage_index: i64::from(start.db_index),
-        expected_agent_count: start.executions.len() as i64,
-        parallel_type: start.parallel_type,
-        success_policy: start.success_policy,
-        chat_id: None,
-        chat_user_message_id: None,
-    }));
+    out.store
+        .push(StoreOp::CreateStage(records::stage_row(&uid, start)));
     let selection = alert
         .spec
         .mcp_selection
@@ -567,16 +557,13 @@ fn start_stage(
             selection.as_ref(),
         )
         .map_err(|e| format!("stage {:?}, agent {}: {e}", start.name, exec.display_name))?;
-        out.store.push(StoreOp::CreateExecution(NewAgentExecution {
-            id: Some(ids::execution_id(&uid, start.db_index, exec.index)),
-            stage_id: stage_id.clone(),
-            session_id: uid.clone(),
-            agent_name: exec.display_name.clone(),
-            agent_index: i64::from(exec.index),
-            kind: exec.kind,
-            iteration_strategy: resolved.iteration_strategy,
-            llm_provider: Some(resolved.llm_provider.name.clone()),
-        }));
+        out.store
+            .push(StoreOp::CreateExecution(records::execution_row(
+                &uid,
+                start.db_index,
+                exec,
+                Some(&resolved),
+            )));
         let ae = execution_for(
             alert,
             &chain_name,

@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use tarsy_config::{Config, Defaults, Named, ResolveError, chat_enabled};
-use tarsy_core::control::{ChatError, NewAlert, SubmitError};
+use tarsy_core::control::{ChatError, ChatSubmission, NewAlert, SubmitError};
 use tarsy_core::{MAX_ALERT_DATA_BYTES, McpSelection, ResolvedAgentConfig, SessionStatus};
 use tarsy_crds::ChainSpec;
 use tarsy_masking::MaskingService;
-use tarsy_store::{NewSession, Session};
+use tarsy_store::{NewSession, Session, Store, StoreError};
 
 /// Checks `alert` against `config` and returns the chain that will run it:
 /// a non-empty type, data within [`MAX_ALERT_DATA_BYTES`], a chain that
@@ -105,13 +105,21 @@ pub fn chat_available(status: SessionStatus) -> bool {
     )
 }
 
-/// The question as it is stored: trimmed, never empty.
-pub fn check_question(content: &str) -> Result<String, ChatError> {
-    let content = content.trim();
+/// A question on `submission.session_id`: the question as it is stored
+/// (trimmed, never empty) and the session it is about.
+pub async fn question_for(
+    store: &Store,
+    submission: &ChatSubmission,
+) -> Result<(String, Session), ChatError> {
+    let content = submission.content.trim();
     if content.is_empty() {
         return Err(ChatError::Invalid("the question is empty".into()));
     }
-    Ok(content.to_string())
+    match store.get_session(&submission.session_id).await {
+        Ok(session) => Ok((content.to_string(), session)),
+        Err(StoreError::NotFound { .. }) => Err(ChatError::NotFound(submission.session_id.clone())),
+        Err(e) => Err(ChatError::Internal(e.to_string())),
+    }
 }
 
 /// Who answers a question, and for how long at most.

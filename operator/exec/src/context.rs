@@ -230,7 +230,7 @@ pub async fn chat_history(
                 if let Some(question) = question {
                     history.previous_chats.push(ChatExchange {
                         question,
-                        answer: execution.and_then(ExecutionRecord::final_analysis),
+                        answer: execution.and_then(|e| final_analysis_of(&e.events)),
                     });
                 }
             }

@@ -13,6 +13,7 @@
 //! | [`chat`] | a chat answer's rows, start and end |
 //! | [`context`] | previous stages, synthesis input and chat history, built from the store |
 //! | [`ids`] | stage and execution ids, the chat stage's name |
+//! | [`records`] | the stage and execution rows of a started stage |
 //! | [`launch`] | [`Launcher`]: one execution — MCP tools (masked), runbook, breakers, deadline, engine |
 //! | [`llm`] | [`LlmRouter`]: `scripted` providers replay their script; others go to the LLM service |
 //! | [`summary`] | the executive summary call |
@@ -29,6 +30,7 @@ pub mod ids;
 pub mod launch;
 pub mod llm;
 pub mod plan;
+pub mod records;
 pub mod runbook;
 pub mod summary;
 pub mod tools;

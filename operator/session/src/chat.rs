@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tarsy_api::{ChatAccepted, ChatError, ChatSubmission};
 use tarsy_core::{ExecutionStatus, ResolvedAgentConfig};
 use tarsy_exec::Assignment;
-use tarsy_exec::admission::{chat_agent, check_question};
+use tarsy_exec::admission::{chat_agent, question_for};
 use tarsy_exec::chat::Answer;
 use tarsy_store::{Session, StoreError};
 use tokio::time::Instant;
@@ -43,14 +43,7 @@ pub(crate) async fn submit(
     if rt.shutdown.is_cancelled() {
         return Err(ChatError::Unavailable("TARSy is shutting down".into()));
     }
-    let content = check_question(&submission.content)?;
-    let session = match rt.store.get_session(&submission.session_id).await {
-        Ok(s) => s,
-        Err(StoreError::NotFound { .. }) => {
-            return Err(ChatError::NotFound(submission.session_id));
-        }
-        Err(e) => return Err(internal(e)),
-    };
+    let (content, session) = question_for(&rt.store, &submission).await?;
     let agent = chat_agent(&rt.config, &session)?;
 
     let created = rt

@@ -14,8 +14,8 @@ use tarsy_core::{ExecutionStatus, McpSelection, SessionStatus, StageKind};
 use tarsy_crds::ChainSpec;
 use tarsy_engine::ExecutionResult;
 use tarsy_exec::plan::{chain_plan, resolve_execution};
-use tarsy_exec::{AgentInput, Assignment, context, ids};
-use tarsy_store::{NewAgentExecution, NewStage, Session, SessionOutcome};
+use tarsy_exec::{AgentInput, Assignment, context, records};
+use tarsy_store::{Session, SessionOutcome};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -445,20 +445,8 @@ impl SessionRun {
     async fn start_stage(&mut self, start: StageStart) -> Result<()> {
         let store = &self.rt.store;
         let session_id = self.session.id.clone();
-        let stage_id = ids::stage_id(&session_id, start.db_index);
         let stage = store
-            .create_stage(NewStage {
-                id: Some(stage_id.clone()),
-                session_id: session_id.clone(),
-                stage_name: start.name.clone(),
-                kind: start.kind,
-                stage_index: i64::from(start.db_index),
-                expected_agent_count: start.executions.len() as i64,
-                parallel_type: start.parallel_type,
-                success_policy: start.success_policy,
-                chat_id: None,
-                chat_user_message_id: None,
-            })
+            .create_stage(records::stage_row(&session_id, &start))
             .await?;
         if let Err(e) = store
             .update_session_progress(&session_id, i64::from(start.db_index), &stage.id)
@@ -478,27 +466,13 @@ impl SessionRun {
                 e.index,
                 self.selection.as_ref(),
             );
-            let (strategy, provider) = match &resolved {
-                Ok(r) => (r.iteration_strategy, Some(r.llm_provider.name.clone())),
-                Err(_) => (
-                    match start.kind {
-                        StageKind::Synthesis => tarsy_core::IterationStrategy::Synthesis,
-                        _ => self.rt.config.defaults.iteration_strategy,
-                    },
-                    None,
-                ),
-            };
             let row = store
-                .create_agent_execution(NewAgentExecution {
-                    id: Some(ids::execution_id(&session_id, start.db_index, e.index)),
-                    stage_id: stage.id.clone(),
-                    session_id: session_id.clone(),
-                    agent_name: e.display_name.clone(),
-                    agent_index: i64::from(e.index),
-                    kind: e.kind,
-                    iteration_strategy: strategy,
-                    llm_provider: provider,
-                })
+                .create_agent_execution(records::execution_row(
+                    &session_id,
+                    start.db_index,
+                    e,
+                    resolved.as_ref().ok(),
+                ))
                 .await?;
             launches.push((e.index, e.display_name.clone(), row.id, resolved));
         }
