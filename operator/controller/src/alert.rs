@@ -22,13 +22,16 @@ use tarsy_chain::{
 };
 use tarsy_config::{Config, ResolveError, resolved_spec};
 use tarsy_core::{ExecutionStatus, SessionStatus, StageKind};
+use tarsy_crds::contract::submission_of;
 use tarsy_crds::contract::{ExecutionRequest, execution_for};
 use tarsy_crds::{
     AgentExecution, Alert, AlertPhase, AlertStatus, ChainSpec, MAX_STATUS_TEXT_CHARS, StageRef,
     StageStatus, clip,
 };
+use tarsy_exec::admission::new_session;
 use tarsy_exec::plan::{chain_plan, resolve_execution};
 use tarsy_exec::{ids, records};
+use tarsy_masking::MaskingService;
 use tarsy_store::{NewAgentExecution, NewSession, NewStage};
 
 use crate::conditions;
@@ -92,11 +95,11 @@ pub struct EventNote {
 }
 
 /// The executive summary the chain state machine asked for. The IO layer
-/// makes the call, stores the summary (or why it failed) in the session row
-/// and `status.executiveSummary` (or `status.executiveSummaryError`); the
-/// next reconcile reads that back and completes the session. Nothing else
-/// remembers the request, so an operator that restarts in between simply
-/// asks again.
+/// makes the call in the background and stores the summary (or why it
+/// failed) in the session row; the next reconcile receives it
+/// ([`SummaryProgress::Done`]), writes it to `status.executiveSummary` (or
+/// `status.executiveSummaryError`) and completes the session. An operator
+/// that restarts in between asks again (the row's summary is reused).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SummaryRequest {
     /// Session id (the Alert UID).
@@ -118,8 +121,28 @@ pub struct AlertInputs<'a> {
     pub executions: &'a BTreeMap<String, AgentExecution>,
     /// Whether the concurrency limit lets this session start now.
     pub admitted: bool,
+    /// Where the executive summary call the IO layer runs stands.
+    pub summary: &'a SummaryProgress,
+    /// Masks alert data before it is stored (`None`: unavailable; the data
+    /// is stored unmasked, fail-open).
+    pub alert_masker: Option<&'a MaskingService>,
     /// The clock.
     pub now: Timestamp,
+}
+
+/// The executive summary call, which runs outside the reconcile (a slow
+/// provider never holds a reconcile worker): asked for through
+/// [`AlertOutcome::summarize`], its result comes back here and the
+/// reconcile records it in the status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SummaryProgress {
+    /// Not running (not asked yet, or asked before an operator restart).
+    #[default]
+    Idle,
+    /// Being generated.
+    Running,
+    /// Generated (`Ok`) or failed with the reason (`Err`, fail-open).
+    Done(Result<String, String>),
 }
 
 /// What one reconcile decided.
@@ -136,7 +159,7 @@ pub struct AlertOutcome {
     /// Events to publish.
     pub events: Vec<EventNote>,
     /// The executive summary to generate (the session finishes on a later
-    /// reconcile, once the status holds the summary or its error).
+    /// reconcile, once the summary or its error came back).
     pub summarize: Option<SummaryRequest>,
     /// When to look again even if nothing changes.
     pub requeue: Option<Duration>,
@@ -149,26 +172,6 @@ impl AlertOutcome {
             reason: reason.to_string(),
             note: note.into(),
         });
-    }
-}
-
-/// The session row of an Alert (id = its UID), alert data not yet masked.
-/// The operator and the cluster-mode API both write it (whichever comes
-/// first; the insert is idempotent), so both build it here. The MCP
-/// selection is stored in the same form local mode stores it.
-pub fn session_record(alert: &Alert, uid: &str, chain: &str) -> NewSession {
-    NewSession {
-        id: uid.to_string(),
-        alert_data: alert.spec.data.clone(),
-        alert_type: alert.spec.alert_type.clone(),
-        chain_id: chain.to_string(),
-        author: alert.spec.author.clone(),
-        runbook_url: alert.spec.runbook_url.clone(),
-        mcp_selection: alert
-            .spec
-            .mcp_selection
-            .as_ref()
-            .and_then(|s| serde_json::to_value(tarsy_core::McpSelection::from(s)).ok()),
     }
 }
 
@@ -239,10 +242,11 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     out.status.session_id = Some(uid.clone());
     // The row exists once the session left Pending.
     if phase == AlertPhase::Pending {
-        out.store.push(StoreOp::CreateSession(session_record(
-            alert,
-            &uid,
+        out.store.push(StoreOp::CreateSession(new_session(
+            uid.clone(),
             &chain.name,
+            &submission_of(alert),
+            inputs.alert_masker,
         )));
     }
     let cancel = alert.spec.cancel == Some(true);
@@ -334,14 +338,28 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     let deadline_at = Timestamp::from_second(deadline).ok();
 
     let mut executions = inputs.executions.clone();
-    // The summary's progress lives in the status (written by the IO layer).
+    // A summary that came back goes to the status, which keeps it.
+    if let SummaryProgress::Done(result) = inputs.summary
+        && out.status.executive_summary.is_none()
+        && out.status.executive_summary_error.is_none()
+    {
+        match result {
+            Ok(text) => out.status.executive_summary = Some(clip(text, MAX_STATUS_TEXT_CHARS)),
+            Err(e) => {
+                out.status.executive_summary_error = Some(clip(e, MAX_STATUS_TEXT_CHARS));
+                out.event(true, "ExecutiveSummaryFailed", e.clone());
+            }
+        }
+    }
     let mut summary = match (
         &out.status.executive_summary,
         &out.status.executive_summary_error,
+        inputs.summary,
     ) {
-        (Some(text), _) => ExecutiveSummaryView::Generated(text.clone()),
-        (None, Some(error)) => ExecutiveSummaryView::Failed(error.clone()),
-        (None, None) => ExecutiveSummaryView::NotRequested,
+        (Some(text), _, _) => ExecutiveSummaryView::Generated(text.clone()),
+        (None, Some(error), _) => ExecutiveSummaryView::Failed(error.clone()),
+        (None, None, SummaryProgress::Running) => ExecutiveSummaryView::Requested,
+        (None, None, _) => ExecutiveSummaryView::NotRequested,
     };
     for _ in 0..16 {
         let view = session_view(&out.status, &executions, cancel, deadline_passed, &summary);
