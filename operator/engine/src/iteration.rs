@@ -1,4 +1,4 @@
-//! Loop state shared by the iterating controllers.
+//! Loop state shared by the iterating strategies.
 
 /// After this many consecutive timed-out iterations the execution aborts.
 pub const MAX_CONSECUTIVE_TIMEOUTS: u32 = 2;

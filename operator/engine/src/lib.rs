@@ -13,7 +13,8 @@
 //! | module | what |
 //! |---|---|
 //! | [`execution`] | `run_agent`, `ExecutionContext`, `ExecutionResult`, `ChatContext` |
-//! | [`controller`] | the controllers behind one trait, chosen by strategy |
+//! | `strategy` | the iteration strategies behind one trait, chosen by configuration |
+//! | `run` | what strategies share: streaming, LLM calls with fallback, compaction, tool calls |
 //! | [`llm`] | the LLM client trait, chunks, the gRPC client |
 //! | [`tools`] | the tool executor trait, an in-memory executor |
 //! | [`recording`] | timeline events (create / stream / complete) and their WebSocket payloads |
@@ -28,7 +29,6 @@
 //! | [`runbook`] | runbook URL rules and cache |
 
 pub mod context;
-pub mod controller;
 pub mod execution;
 pub mod fallback;
 pub mod iteration;
@@ -37,7 +37,9 @@ pub mod memory;
 pub mod prompt;
 pub mod react_parser;
 pub mod recording;
+mod run;
 pub mod runbook;
+mod strategy;
 pub mod tokens;
 pub mod tools;
 pub mod window;

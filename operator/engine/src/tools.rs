@@ -1,4 +1,4 @@
-//! Tool execution as the controllers see it: the [`ToolExecutor`] trait (the
+//! Tool execution as the strategies see it: the [`ToolExecutor`] trait (the
 //! MCP client implements it) and [`InMemoryToolExecutor`] for tests and
 //! benchmarks.
 

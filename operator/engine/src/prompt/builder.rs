@@ -1,5 +1,5 @@
 //! [`PromptBuilder`]: turns a [`PromptInput`] into the conversations and
-//! one-off prompts the controllers send.
+//! one-off prompts the strategies send.
 
 use serde_json::Value;
 use tarsy_core::{
@@ -185,7 +185,7 @@ impl PromptBuilder {
 
     /// System + user messages for function calling (`native-thinking`,
     /// `langchain`) and `single-call`. Tools are bound to the request by the
-    /// controller, so they are not listed here. With `input.chat` set this is
+    /// strategy, so they are not listed here. With `input.chat` set this is
     /// the chat conversation.
     pub fn function_calling_messages(&self, input: &PromptInput) -> Vec<ConversationMessage> {
         let mut system = vec![self.compose_instructions(input)];

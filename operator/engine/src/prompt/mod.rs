@@ -1,7 +1,7 @@
 //! Prompt building: every message TARSy sends to a model, composed from the
 //! Markdown text assets in the crate's `prompts/` directory.
 //!
-//! # Using it from a controller
+//! # Using it from a strategy
 //!
 //! ```
 //! use tarsy_engine::prompt::{PromptBuilder, PromptInput};

@@ -1,4 +1,4 @@
-//! Engine tests: every controller driven through the real gRPC client
+//! Engine tests: every iteration strategy driven through the real gRPC client
 //! against the scripted LLM server.
 
 mod common;

@@ -9,16 +9,16 @@ use tarsy_core::{
     TimelineEventType, ToolCall, ToolResult,
 };
 
-use super::function_calling::forced_conclusion;
-use super::run::{CallError, LlmResponse, Run, Stop, TextTarget};
-use super::{Controller, finish};
+use super::forced_conclusion::forced_conclusion;
+use super::{Strategy, run_with};
 use crate::execution::{ExecutionContext, ExecutionResult};
 use crate::react_parser::{self, ReactStep};
 use crate::recording::EventHandle;
+use crate::run::{CallError, LlmResponse, Run, Stop, TextTarget};
 
-/// The ReAct controller.
+/// The ReAct strategy.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ReactController;
+pub(crate) struct React;
 
 fn classify(r: &LlmResponse) -> LlmInteractionType {
     if react_parser::parse(&r.text).is_final_answer() {
@@ -29,18 +29,13 @@ fn classify(r: &LlmResponse) -> LlmInteractionType {
 }
 
 #[async_trait]
-impl Controller for ReactController {
+impl Strategy for React {
     async fn run(
         &self,
         ctx: &ExecutionContext,
         prev_stage_context: Option<&str>,
     ) -> ExecutionResult {
-        let mut run = match Run::start(ctx, prev_stage_context).await {
-            Ok(r) => r,
-            Err((r, stop)) => return finish(&r, Err(stop)),
-        };
-        let outcome = drive(&mut run).await;
-        finish(&run, outcome)
+        run_with(ctx, prev_stage_context, drive).await
     }
 }
 

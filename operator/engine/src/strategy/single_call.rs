@@ -6,27 +6,22 @@ use async_trait::async_trait;
 use serde_json::json;
 use tarsy_core::{ConversationMessage, ExecutionStatus, IterationStrategy, LlmInteractionType};
 
-use super::run::{Run, Stop, TextTarget};
-use super::{Controller, finish};
+use super::{Strategy, run_with};
 use crate::execution::{ExecutionContext, ExecutionResult};
+use crate::run::{Run, Stop, TextTarget};
 
-/// The single-call controller.
+/// The single-call strategy.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SingleCallController;
+pub(crate) struct SingleCall;
 
 #[async_trait]
-impl Controller for SingleCallController {
+impl Strategy for SingleCall {
     async fn run(
         &self,
         ctx: &ExecutionContext,
         prev_stage_context: Option<&str>,
     ) -> ExecutionResult {
-        let mut run = match Run::start(ctx, prev_stage_context).await {
-            Ok(r) => r,
-            Err((r, stop)) => return finish(&r, Err(stop)),
-        };
-        let outcome = drive(&mut run).await;
-        finish(&run, outcome)
+        run_with(ctx, prev_stage_context, drive).await
     }
 }
 
