@@ -10,11 +10,11 @@
 //! * [`format_investigation_context`] — a session's whole timeline for a
 //!   follow-up chat (`ChatInput::investigation_context`), wrapped in
 //!   `<!-- INVESTIGATION_HISTORY_START -->` / `<!-- INVESTIGATION_HISTORY_END -->`.
-//! * [`format_timeline_events`] — the shared event formatter behind the two
+//! * `format_timeline_events` — the shared event formatter behind the two
 //!   above.
 //!
 //! Any `<!--` or `-->` inside formatted content is escaped
-//! ([`escape_comment_markers`]) so a model's text or a tool's output can
+//! (`escape_comment_markers`) so a model's text or a tool's output can
 //! never close or fake a context block.
 //!
 //! # Tool calls and summaries
@@ -32,13 +32,8 @@ mod stage;
 
 pub use investigation::{
     AgentInvestigation, format_investigation_context, format_investigation_for_synthesis,
-    format_timeline_events,
 };
-pub use stage::{
-    CHAIN_CONTEXT_END, CHAIN_CONTEXT_START, INVESTIGATION_HISTORY_END, INVESTIGATION_HISTORY_START,
-    STAGE_CONTEXT_END, STAGE_CONTEXT_START, StageResult, build_stage_context,
-    escape_comment_markers,
-};
+pub use stage::{StageResult, build_stage_context};
 
 #[cfg(test)]
 mod tests;

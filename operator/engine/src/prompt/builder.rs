@@ -329,7 +329,7 @@ impl PromptBuilder {
     }
 
     /// User prompt of a tool result summarization call. `conversation` is
-    /// the investigation so far ([`conversation_context`]).
+    /// the investigation so far (`conversation_context`).
     pub fn summarization_user_prompt(
         &self,
         conversation: &str,
@@ -370,7 +370,7 @@ impl PromptBuilder {
 /// Describes tools for a ReAct prompt: one numbered entry per tool with its
 /// description and parameters (name, type, required, description) read from
 /// its JSON Schema. A schema that is not JSON is shown as given.
-pub fn format_tool_descriptions(tools: &[ToolDefinition]) -> String {
+pub(crate) fn format_tool_descriptions(tools: &[ToolDefinition]) -> String {
     let mut out = String::new();
     for (i, tool) in tools.iter().enumerate() {
         if i > 0 {
@@ -389,7 +389,7 @@ pub fn format_tool_descriptions(tools: &[ToolDefinition]) -> String {
 
 /// The conversation as plain text for a summarization prompt: every message
 /// except system messages, labelled by role.
-pub fn conversation_context(messages: &[ConversationMessage]) -> String {
+pub(crate) fn conversation_context(messages: &[ConversationMessage]) -> String {
     let mut parts = Vec::new();
     for message in messages {
         let label = match message.role {
