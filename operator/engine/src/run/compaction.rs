@@ -2,10 +2,11 @@
 //! context window first, and a context overflow compacts the older part of
 //! the conversation into a summary and retries once.
 
-use tarsy_core::{ConversationMessage, LlmInteractionType, ToolDefinition};
+use serde_json::json;
+use tarsy_core::{ConversationMessage, LlmInteractionType};
 use tokio::time::Instant;
 
-use super::{CallError, CallRequest, Classify, LlmResponse, Run, TextTarget};
+use super::{CallError, CallRequest, LlmResponse, Run, TextTarget};
 use crate::llm::LlmErrorInfo;
 use crate::prompt::render;
 use crate::tokens::truncate_for_summarization;
@@ -15,14 +16,12 @@ const COMPACTION_SYSTEM: &str = include_str!("../assets/compaction_system.md");
 const COMPACTION_USER: &str = include_str!("../assets/compaction_user.md");
 
 impl Run<'_> {
-    /// A call with the conversation: prunes old tool results first, and on
-    /// a context overflow compacts the conversation and retries once.
-    pub async fn call_conversation(
+    /// A call with the conversation (`req.messages` is ignored): prunes old
+    /// tool results first, and on a context overflow compacts the
+    /// conversation and retries once. Build `req` with [`Run::turn`].
+    pub(crate) async fn call_conversation(
         &mut self,
-        classify: Classify,
-        tools: &[ToolDefinition],
-        target: TextTarget,
-        deadline: Instant,
+        req: CallRequest<'_>,
     ) -> Result<LlmResponse, CallError> {
         let report = self.conv.prune(self.chain.current().context_window_tokens);
         if report.soft_trimmed + report.cleared > 0 {
@@ -34,18 +33,15 @@ impl Run<'_> {
             );
         }
         let req = CallRequest {
-            classify,
             messages: None,
-            tools,
-            target,
-            deadline,
+            ..req
         };
         match self.call(&req).await {
             Err(CallError::Llm(e)) if e.is_context_overflow() => {
                 let Some(range) = self.conv.compaction_range() else {
                     return Err(CallError::Llm(e));
                 };
-                match self.compact(range, deadline).await {
+                match self.compact(range, req.deadline, req.iteration).await {
                     Ok(()) => self.call(&req).await,
                     Err(CallError::Llm(ce)) => {
                         tracing::warn!(error = %ce, "compaction failed");
@@ -62,6 +58,7 @@ impl Run<'_> {
         &mut self,
         range: std::ops::Range<usize>,
         deadline: Instant,
+        iteration: u32,
     ) -> Result<(), CallError> {
         let text = transcript(&self.conv.messages()[range.clone()]);
         let text = truncate_for_summarization(&text);
@@ -76,6 +73,8 @@ impl Run<'_> {
                 tools: &[],
                 target: TextTarget::Hidden,
                 deadline,
+                iteration,
+                event_metadata: json!({}),
             })
             .await?;
         if resp.text.trim().is_empty() {

@@ -28,6 +28,12 @@ pub(crate) struct CallRequest<'r> {
     pub target: TextTarget,
     /// The iteration deadline.
     pub deadline: Instant,
+    /// The iteration the call belongs to, as its LLM interaction record
+    /// reports it.
+    pub iteration: u32,
+    /// Merged into the metadata of the thinking and response events the
+    /// call streams.
+    pub event_metadata: Value,
 }
 
 /// The backend for a provider: the strategy's, except that a fallback
@@ -43,6 +49,25 @@ pub(super) fn backend_for(strategy_backend: Backend, provider: &LlmProviderConfi
 }
 
 impl Run<'_> {
+    /// A model turn of the current iteration: the conversation, `tools`
+    /// bound, the answer streamed as `llm_response`.
+    pub(crate) fn turn<'r>(
+        &self,
+        classify: Classify,
+        tools: &'r [ToolDefinition],
+        deadline: Instant,
+    ) -> CallRequest<'r> {
+        CallRequest {
+            classify,
+            messages: None,
+            tools,
+            target: TextTarget::Response,
+            deadline,
+            iteration: self.state.current_iteration,
+            event_metadata: json!({}),
+        }
+    }
+
     /// A `provider_fallback` event (and a warning in the log).
     pub(super) async fn fallback_event(&mut self, s: &ProviderSwitch) -> Result<(), RecordError> {
         tracing::warn!(
@@ -73,7 +98,7 @@ impl Run<'_> {
         started: std::time::Instant,
     ) -> Result<(), RecordError> {
         let mut request = json!({
-            "iteration": self.state.current_iteration,
+            "iteration": req.iteration,
             "messages_count": messages_count,
             "tools": req.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
             "backend": backend_for(self.ctx.config.backend, provider).as_str(),
@@ -151,7 +176,13 @@ impl Run<'_> {
             let for_record = req.messages.is_some().then(|| messages.clone());
             let started = std::time::Instant::now();
             let outcome = self
-                .stream_once(messages, req.tools.to_vec(), &req.target, req.deadline)
+                .stream_once(
+                    messages,
+                    req.tools.to_vec(),
+                    &req.target,
+                    &req.event_metadata,
+                    req.deadline,
+                )
                 .await;
             self.record_interaction(
                 req,

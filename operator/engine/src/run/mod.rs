@@ -32,8 +32,8 @@ use crate::prompt::{ChatInput, PromptBuilder, PromptInput, render};
 use crate::recording::Recorder;
 use crate::window::Conversation;
 
-pub(crate) use llm_call::{CallRequest, Classify};
-pub(crate) use streaming::{LlmResponse, TextTarget};
+pub(crate) use llm_call::CallRequest;
+pub(crate) use streaming::{LlmResponse, TextTarget, merged};
 
 const LLM_ERROR_FEEDBACK: &str = include_str!("../assets/llm_error_feedback.md");
 const EMPTY_RESPONSE_FEEDBACK: &str = include_str!("../assets/empty_response_feedback.md");
@@ -262,9 +262,9 @@ impl<'a> Run<'a> {
     }
 
     /// A `final_analysis` timeline event with final content.
-    pub async fn final_event(&mut self, content: &str) -> Result<(), RecordError> {
+    pub async fn final_event(&mut self, content: &str, metadata: Value) -> Result<(), RecordError> {
         self.rec
-            .create_completed(TimelineEventType::FinalAnalysis, content, json!({}))
+            .create_completed(TimelineEventType::FinalAnalysis, content, metadata)
             .await
             .map(|_| ())
     }

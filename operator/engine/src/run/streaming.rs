@@ -19,19 +19,18 @@ use crate::tools::normalize_tool_name;
 /// Where streamed answer text goes on the timeline.
 #[derive(Debug, Clone)]
 pub(crate) enum TextTarget {
-    /// `llm_response` (function calling: text that may come with tool calls).
+    /// `llm_response`: the model's answer as it arrives, whatever the
+    /// strategy makes of it afterwards (tool calls, a parsed ReAct step, the
+    /// final analysis).
     Response,
-    /// `final_analysis` (tool-less calls: the text is the conclusion).
-    Final,
-    /// ReAct: the Thought part streams into `llm_thinking` (source react);
-    /// the event is left open for the strategy to complete after parsing.
-    ReactThought,
     /// `mcp_tool_summary` of a tool result.
     Summary {
         /// MCP server.
         server: String,
         /// Tool (without server).
         tool: String,
+        /// Estimated size of the raw result, in tokens.
+        original_tokens: u64,
     },
     /// Nowhere (compaction).
     Hidden,
@@ -46,60 +45,16 @@ pub(crate) struct LlmResponse {
     pub code_executions: Vec<(String, String)>,
     pub groundings: Vec<Grounding>,
     pub usage: Option<TokenUsage>,
-    /// ReAct: the open thought event, if one was streamed.
-    pub thought_event: Option<EventHandle>,
 }
 
-/// Streams the Thought part of a ReAct response while it arrives: whole
-/// lines up to the first Action / Action Input / Final Answer /
-/// Observation header. The parser decides the final thought text.
-#[derive(Default)]
-struct ThoughtSplitter {
-    pending: String,
-    started: bool,
-    done: bool,
-}
-
-fn header_of(line: &str) -> String {
-    line.trim_start()
-        .trim_start_matches(['*', '#', '_', ' '])
-        .to_ascii_lowercase()
-}
-
-impl ThoughtSplitter {
-    fn feed(&mut self, delta: &str) -> String {
-        if self.done {
-            return String::new();
+/// `extra` merged into `base` (both objects; `extra` wins).
+pub(crate) fn merged(mut base: Value, extra: &Value) -> Value {
+    if let (Value::Object(b), Value::Object(e)) = (&mut base, extra) {
+        for (k, v) in e {
+            b.insert(k.clone(), v.clone());
         }
-        self.pending.push_str(delta);
-        let mut out = String::new();
-        while let Some(pos) = self.pending.find('\n') {
-            let line: String = self.pending.drain(..=pos).collect();
-            let h = header_of(&line);
-            if ["action:", "action input:", "final answer:", "observation:"]
-                .iter()
-                .any(|m| h.starts_with(m))
-            {
-                self.done = true;
-                self.pending.clear();
-                break;
-            }
-            if !self.started {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                self.started = true;
-                if h.starts_with("thought:") {
-                    let idx = line.to_ascii_lowercase().find("thought:").unwrap_or(0) + 8;
-                    let rest = line[idx..].trim_start_matches('*').trim_start();
-                    out.push_str(rest);
-                    continue;
-                }
-            }
-            out.push_str(&line);
-        }
-        out
     }
+    base
 }
 
 impl Run<'_> {
@@ -142,7 +97,8 @@ impl Run<'_> {
         Ok(())
     }
 
-    async fn native_tool_events(&mut self, chunk: &Chunk) -> Result<(), RecordError> {
+    /// The timeline event of a native tool result.
+    async fn native_tool_event(&mut self, chunk: &Chunk) -> Result<(), RecordError> {
         match chunk {
             Chunk::CodeExecution { code, result } => {
                 let mut content = String::new();
@@ -203,15 +159,41 @@ impl Run<'_> {
     }
 
     /// One attempt on the current provider, streaming events as chunks come.
+    /// `event_metadata` is merged into the thinking and response events
+    /// (e.g. the forced-conclusion flags). Native tool results (code
+    /// execution, grounding) are recorded once the stream is complete.
     pub(super) async fn stream_once(
         &mut self,
         messages: Vec<ConversationMessage>,
         tools: Vec<ToolDefinition>,
         target: &TextTarget,
+        event_metadata: &Value,
         deadline: Instant,
     ) -> Result<LlmResponse, CallError> {
         let provider = self.chain.current().clone();
         let backend = backend_for(self.ctx.config.backend, &provider);
+        let text_event = match target {
+            TextTarget::Response => Some((
+                TimelineEventType::LlmResponse,
+                merged(json!({}), event_metadata),
+            )),
+            TextTarget::Summary {
+                server,
+                tool,
+                original_tokens,
+            } => Some((
+                TimelineEventType::McpToolSummary,
+                json!({
+                    "server_name": server,
+                    "tool_name": tool,
+                    "original_tokens": original_tokens,
+                    "summarization_model": provider.model,
+                }),
+            )),
+            TextTarget::Hidden => None,
+        };
+        let hidden = text_event.is_none();
+        let thinking_metadata = merged(json!({"source": "native"}), event_metadata);
         let input = GenerateInput {
             session_id: self.ctx.session_id.clone(),
             execution_id: self.ctx.execution_id.clone(),
@@ -231,8 +213,7 @@ impl Run<'_> {
         let mut resp = LlmResponse::default();
         let mut thinking_ev: Option<EventHandle> = None;
         let mut text_ev: Option<EventHandle> = None;
-        let mut splitter = ThoughtSplitter::default();
-        let hidden = matches!(target, TextTarget::Hidden);
+        let mut native: Vec<Chunk> = Vec::new();
         let cancel = self.ctx.cancel.clone();
         let session = sleep_opt(self.ctx.deadline);
         tokio::pin!(session);
@@ -265,7 +246,7 @@ impl Run<'_> {
                         self.stream_delta(
                             &mut thinking_ev,
                             TimelineEventType::LlmThinking,
-                            json!({"source": "native"}),
+                            thinking_metadata.clone(),
                             &d,
                         )
                         .await?;
@@ -273,45 +254,9 @@ impl Run<'_> {
                 }
                 Chunk::Text(d) => {
                     resp.text.push_str(&d);
-                    match target {
-                        TextTarget::Response => {
-                            self.stream_delta(
-                                &mut text_ev,
-                                TimelineEventType::LlmResponse,
-                                json!({}),
-                                &d,
-                            )
-                            .await?
-                        }
-                        TextTarget::Final => {
-                            self.stream_delta(
-                                &mut text_ev,
-                                TimelineEventType::FinalAnalysis,
-                                json!({}),
-                                &d,
-                            )
-                            .await?
-                        }
-                        TextTarget::Summary { server, tool } => {
-                            self.stream_delta(
-                                &mut text_ev,
-                                TimelineEventType::McpToolSummary,
-                                json!({"server_name": server, "tool_name": tool}),
-                                &d,
-                            )
-                            .await?
-                        }
-                        TextTarget::ReactThought => {
-                            let thought = splitter.feed(&d);
-                            self.stream_delta(
-                                &mut text_ev,
-                                TimelineEventType::LlmThinking,
-                                json!({"source": "react"}),
-                                &thought,
-                            )
-                            .await?
-                        }
-                        TextTarget::Hidden => {}
+                    if let Some((event_type, metadata)) = &text_event {
+                        self.stream_delta(&mut text_ev, *event_type, metadata.clone(), &d)
+                            .await?;
                     }
                 }
                 Chunk::ToolCall(mut c) => {
@@ -331,33 +276,29 @@ impl Run<'_> {
                     .await;
                     return Err(CallError::Llm(e));
                 }
-                c @ (Chunk::CodeExecution { .. } | Chunk::Grounding(_)) => {
-                    if !hidden {
-                        self.native_tool_events(&c).await?;
-                    }
-                    match c {
-                        Chunk::CodeExecution { code, result } => {
-                            resp.code_executions.push((code, result))
-                        }
-                        Chunk::Grounding(g) => resp.groundings.push(g),
-                        _ => {}
-                    }
+                Chunk::CodeExecution { code, result } => {
+                    resp.code_executions.push((code.clone(), result.clone()));
+                    native.push(Chunk::CodeExecution { code, result });
+                }
+                Chunk::Grounding(g) => {
+                    resp.groundings.push(g.clone());
+                    native.push(Chunk::Grounding(g));
                 }
             }
         }
-        if let Some(ev) = thinking_ev.as_mut() {
+        for ev in [thinking_ev.as_mut(), text_ev.as_mut()]
+            .into_iter()
+            .flatten()
+        {
             let content = ev.content.clone();
             self.rec
                 .complete(ev, &content, TimelineEventStatus::Completed, None)
                 .await?;
         }
-        if matches!(target, TextTarget::ReactThought) {
-            resp.thought_event = text_ev;
-        } else if let Some(ev) = text_ev.as_mut() {
-            let content = ev.content.clone();
-            self.rec
-                .complete(ev, &content, TimelineEventStatus::Completed, None)
-                .await?;
+        if !hidden {
+            for chunk in &native {
+                self.native_tool_event(chunk).await?;
+            }
         }
         Ok(resp)
     }
@@ -368,20 +309,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn thought_splitter_streams_only_the_thought() {
-        let mut s = ThoughtSplitter::default();
-        let mut out = String::new();
-        for piece in [
-            "Thou",
-            "ght: pods are ",
-            "crashing\nbecause of",
-            " OOM\nAction: k8s.pods\n",
-            "Action Input: {}\n",
-        ] {
-            out.push_str(&s.feed(piece));
-        }
-        assert_eq!(out, "pods are crashing\nbecause of OOM\n");
-        let mut s = ThoughtSplitter::default();
-        assert_eq!(s.feed("\n**Final Answer:** done\nmore\n"), "");
+    fn merged_metadata_keeps_the_base_and_lets_extra_win() {
+        let base = json!({"source": "native", "a": 1});
+        let extra = json!({"a": 2, "forced_conclusion": true});
+        assert_eq!(
+            merged(base.clone(), &extra),
+            json!({"source": "native", "a": 2, "forced_conclusion": true})
+        );
+        assert_eq!(merged(base.clone(), &json!({})), base);
     }
 }

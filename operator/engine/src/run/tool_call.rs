@@ -194,8 +194,11 @@ impl Run<'_> {
             target: TextTarget::Summary {
                 server: server.to_string(),
                 tool: tool.to_string(),
+                original_tokens: tokens,
             },
             deadline,
+            iteration: self.state.current_iteration,
+            event_metadata: json!({}),
         };
         match self.call(&req).await {
             Ok(resp) if !resp.text.trim().is_empty() => Ok(Some(render(

@@ -6,7 +6,7 @@ use tarsy_core::{ConversationMessage, ExecutionStatus, LlmInteractionType};
 
 use crate::execution::ExecutionResult;
 use crate::react_parser;
-use crate::run::{Run, Stop, TextTarget};
+use crate::run::{Run, Stop};
 
 /// At max iterations: fail if the last interaction failed, otherwise one
 /// more call without tools asking for the conclusion.
@@ -31,21 +31,19 @@ pub(crate) async fn forced_conclusion(
         .forced_conclusion_prompt(max, run.ctx.config.iteration_strategy);
     run.push_message(ConversationMessage::user(prompt), false)
         .await?;
+    // Every event of the conclusion says it was forced, and after how many
+    // iterations, so a reader can tell it from a conclusion the model chose.
+    let forced = json!({
+        "forced_conclusion": true,
+        "iterations_used": run.state.current_iteration,
+        "max_iterations": max,
+    });
     let deadline = run.iteration_deadline();
-    let target = if react {
-        TextTarget::ReactThought
-    } else {
-        TextTarget::Final
-    };
-    let resp = match run
-        .call_conversation(
-            |_| LlmInteractionType::ForcedConclusion,
-            &[],
-            target,
-            deadline,
-        )
-        .await
-    {
+    let mut req = run.turn(|_| LlmInteractionType::ForcedConclusion, &[], deadline);
+    // The call after the last iteration.
+    req.iteration = run.state.current_iteration + 1;
+    req.event_metadata = forced.clone();
+    let resp = match run.call_conversation(req).await {
         Ok(r) => r,
         Err(e) => {
             let msg = run.llm_failure(e).await?;
@@ -66,16 +64,14 @@ pub(crate) async fn forced_conclusion(
     }
     let answer = if react {
         let parsed = react_parser::parse(&resp.text);
-        super::react::complete_thought(run, resp.thought_event, parsed.thought.as_deref()).await?;
-        let answer = react_parser::forced_conclusion_answer(&parsed, &resp.text);
-        if !answer.trim().is_empty() {
-            run.final_event(&answer).await?;
-        }
-        answer
+        super::react::thought_event(run, parsed.thought.as_deref(), &forced).await?;
+        react_parser::forced_conclusion_answer(&parsed, &resp.text)
     } else {
         resp.text
     };
-    if answer.trim().is_empty() {
+    if !answer.trim().is_empty() {
+        run.final_event(&answer, forced).await?;
+    } else {
         run.error_event(
             "The forced conclusion returned an empty response",
             json!({"kind": "empty_response"}),

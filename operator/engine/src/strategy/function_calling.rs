@@ -9,7 +9,7 @@ use tarsy_core::{ConversationMessage, ExecutionStatus, LlmInteractionType};
 use super::forced_conclusion::forced_conclusion;
 use super::{Strategy, run_with};
 use crate::execution::{ExecutionContext, ExecutionResult};
-use crate::run::{CallError, LlmResponse, Run, Stop, TextTarget};
+use crate::run::{CallError, LlmResponse, Run, Stop};
 
 /// The function-calling strategy.
 #[derive(Debug, Clone, Copy, Default)]
@@ -48,7 +48,7 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
         run.state.current_iteration = iteration;
         let deadline = run.iteration_deadline();
         let resp = match run
-            .call_conversation(classify, &tools, TextTarget::Response, deadline)
+            .call_conversation(run.turn(classify, &tools, deadline))
             .await
         {
             Ok(r) => r,
@@ -80,7 +80,7 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
                 false,
             )
             .await?;
-            run.final_event(&resp.text).await?;
+            run.final_event(&resp.text, json!({})).await?;
             return Ok(ExecutionResult::completed(resp.text, run.usage, iteration));
         }
         run.push_message(

@@ -12,6 +12,24 @@
 //! What they share (streaming, LLM interaction records, provider fallback,
 //! context management, tool execution) lives in [`crate::run`]; the forced
 //! conclusion at the iteration limit in [`forced_conclusion`].
+//!
+//! # Timeline of a turn
+//!
+//! Every model answer streams the same way: `llm_thinking` (source
+//! `native`) for the model's own reasoning, then `llm_response` for its
+//! text, then native tool results (`code_execution`, `google_search_result`,
+//! `url_context_result`). What follows depends on the strategy:
+//!
+//! * function calling: an `llm_tool_call` per tool call (with an
+//!   `mcp_tool_summary` when the result was summarized), or, for an answer
+//!   without tool calls, `final_analysis`;
+//! * ReAct: the thought the parser extracted as `llm_thinking` (source
+//!   `react`), then the tool call or `final_analysis`;
+//! * single call and synthesis: `final_analysis`.
+//!
+//! At the iteration limit the forced conclusion records the same events;
+//! all of them carry `forced_conclusion: true`, `iterations_used` and
+//! `max_iterations` in their metadata.
 
 mod forced_conclusion;
 mod function_calling;

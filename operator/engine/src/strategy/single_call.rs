@@ -8,7 +8,7 @@ use tarsy_core::{ConversationMessage, ExecutionStatus, IterationStrategy, LlmInt
 
 use super::{Strategy, run_with};
 use crate::execution::{ExecutionContext, ExecutionResult};
-use crate::run::{Run, Stop, TextTarget};
+use crate::run::{Run, Stop};
 
 /// The single-call strategy.
 #[derive(Debug, Clone, Copy, Default)]
@@ -35,7 +35,7 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
         _ => |_: &_| LlmInteractionType::FinalAnalysis,
     };
     let resp = match run
-        .call_conversation(classify, &[], TextTarget::Final, deadline)
+        .call_conversation(run.turn(classify, &[], deadline))
         .await
     {
         Ok(r) => r,
@@ -67,5 +67,8 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
         false,
     )
     .await?;
+    // Streamed as llm_response; the conclusion is recorded whole, as for a
+    // function-calling final answer.
+    run.final_event(&resp.text, json!({})).await?;
     Ok(ExecutionResult::completed(resp.text, run.usage, 1))
 }
