@@ -4,5 +4,6 @@
 mod common;
 mod function_calling;
 mod react;
+mod reference_timeline;
 mod resilience;
 mod single_call;
