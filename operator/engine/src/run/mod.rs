@@ -4,13 +4,15 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | this one | preparing a run, deadlines, messages, error / final events, failures |
+//! | this one | preparing a run, deadlines, messages, error / final events |
+//! | [`failure`] | why calls fail and runs stop; recording a failed call |
 //! | [`streaming`] | one streamed attempt: timeline events as chunks arrive |
 //! | [`llm_call`] | a call with provider fallback and its LLM interaction records |
 //! | [`compaction`] | calls with the conversation: pruning and compaction on overflow |
 //! | [`tool_call`] | running a tool call: events, summarization, capping |
 
 mod compaction;
+mod failure;
 mod llm_call;
 mod streaming;
 mod tool_call;
@@ -19,118 +21,44 @@ use std::future::Future;
 
 use serde_json::{Value, json};
 use tarsy_core::{
-    ConversationMessage, RecordError, RecordScope, TimelineEventStatus, TimelineEventType,
-    TokenUsage, ToolDefinition,
+    ConversationMessage, RecordError, RecordScope, TimelineEventType, TokenUsage, ToolDefinition,
 };
 use tokio::time::Instant;
 
 use crate::execution::ExecutionContext;
 use crate::fallback::ProviderChain;
 use crate::iteration::IterationState;
-use crate::llm::LlmErrorInfo;
 use crate::prompt::{ChatInput, PromptBuilder, PromptInput, render};
 use crate::recording::Recorder;
 use crate::window::Conversation;
 
+use failure::Interrupt;
+pub(crate) use failure::{CallError, Stop};
 pub(crate) use llm_call::CallRequest;
 pub(crate) use streaming::{LlmResponse, TextTarget, merged};
 
 const LLM_ERROR_FEEDBACK: &str = include_str!("../assets/llm_error_feedback.md");
 const EMPTY_RESPONSE_FEEDBACK: &str = include_str!("../assets/empty_response_feedback.md");
 
-/// Why a run stops before its strategy decides the outcome.
-#[derive(Debug)]
-pub(crate) enum Stop {
-    /// The cancellation token fired.
-    Cancelled,
-    /// The session deadline passed.
-    SessionTimeout,
-    /// Storage failed (infrastructure).
-    Record(RecordError),
-    /// The LLM service rejected the configuration itself (bad credentials,
-    /// unknown backend): no feedback to the model can fix it, so the run fails
-    /// at once instead of spending every remaining iteration on it.
-    Fatal(String),
-}
-
-/// LLM service error codes that mean the configuration is wrong.
-const FATAL_LLM_CODES: &[&str] = &["credentials", "invalid_backend"];
-
-impl From<RecordError> for Stop {
-    fn from(e: RecordError) -> Self {
-        Stop::Record(e)
-    }
-}
-
-/// Why a call (LLM or tool) did not produce a result.
-#[derive(Debug)]
-pub(crate) enum CallError {
-    /// The model or service failed.
-    Llm(LlmErrorInfo),
-    /// The iteration's time ran out.
-    IterationTimeout,
-    /// The whole run must stop.
-    Stop(Stop),
-}
-
-impl From<RecordError> for CallError {
-    fn from(e: RecordError) -> Self {
-        CallError::Stop(Stop::Record(e))
-    }
-}
-
-impl From<Stop> for CallError {
-    fn from(s: Stop) -> Self {
-        CallError::Stop(s)
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Interrupt {
-    Cancelled,
-    SessionTimeout,
-    IterationTimeout,
-}
-
-impl Interrupt {
-    fn status(self) -> TimelineEventStatus {
-        match self {
-            Interrupt::Cancelled => TimelineEventStatus::Cancelled,
-            Interrupt::SessionTimeout | Interrupt::IterationTimeout => {
-                TimelineEventStatus::TimedOut
-            }
-        }
-    }
-
-    fn describe(self) -> &'static str {
-        match self {
-            Interrupt::Cancelled => "cancelled",
-            Interrupt::SessionTimeout => "session timeout reached",
-            Interrupt::IterationTimeout => "iteration timed out",
-        }
-    }
-}
-
-impl From<Interrupt> for CallError {
-    fn from(i: Interrupt) -> Self {
-        match i {
-            Interrupt::Cancelled => CallError::Stop(Stop::Cancelled),
-            Interrupt::SessionTimeout => CallError::Stop(Stop::SessionTimeout),
-            Interrupt::IterationTimeout => CallError::IterationTimeout,
-        }
-    }
-}
-
 /// The shared state of one execution.
 pub(crate) struct Run<'a> {
+    /// What the execution was given.
     pub ctx: &'a ExecutionContext,
+    /// Where its events, messages and interactions go.
     pub rec: Recorder,
+    /// Prompt texts.
     pub prompts: PromptBuilder,
+    /// The conversation sent to the model (pruned and compacted as needed).
     pub conv: Conversation,
+    /// The provider in use and its fallbacks.
     pub chain: ProviderChain,
+    /// Iteration count and failure tracking.
     pub state: IterationState,
+    /// Tokens used so far (every call, summaries included).
     pub usage: TokenUsage,
+    /// Tools the model may call.
     pub tools: Vec<ToolDefinition>,
+    /// The last stored message (LLM interaction records point at it).
     last_message_id: Option<String>,
 }
 
@@ -280,47 +208,5 @@ impl<'a> Run<'a> {
     /// Text fed back after an empty response.
     pub fn empty_response_feedback(&self) -> String {
         EMPTY_RESPONSE_FEEDBACK.trim_end().to_string()
-    }
-
-    /// Records a failed LLM call of the loop: `error` event, failure in the
-    /// iteration state. Returns the error text for the feedback message; a
-    /// stop passes through as `Err`.
-    pub async fn llm_failure(&mut self, err: CallError) -> Result<String, Stop> {
-        let (message, is_timeout, meta) = match err {
-            CallError::Llm(e) => (
-                format!("LLM call failed: {} ({})", e.message, e.code),
-                false,
-                json!({"kind": "llm_error", "code": e.code, "retryable": e.retryable}),
-            ),
-            CallError::IterationTimeout => (
-                format!(
-                    "Iteration {} timed out after {}s",
-                    self.state.current_iteration,
-                    self.ctx.config.iteration_timeout.as_secs()
-                ),
-                true,
-                json!({"kind": "timeout"}),
-            ),
-            CallError::Stop(stop) => return Err(stop),
-        };
-        let fatal = meta
-            .get("code")
-            .and_then(|c| c.as_str())
-            .is_some_and(|c| FATAL_LLM_CODES.contains(&c))
-            && meta.get("retryable").and_then(|r| r.as_bool()) == Some(false);
-        self.error_event(&message, meta).await?;
-        if fatal {
-            return Err(Stop::Fatal(message));
-        }
-        self.state.record_failure(message.clone(), is_timeout);
-        Ok(message)
-    }
-
-    /// The aborted-after-timeouts result message.
-    pub fn timeout_abort_message(&self) -> String {
-        format!(
-            "aborted after {} consecutive iteration timeouts: {}",
-            self.state.consecutive_timeout_failures, self.state.last_error_message
-        )
     }
 }
