@@ -47,6 +47,38 @@ pub(crate) struct LlmResponse {
     pub usage: Option<TokenUsage>,
 }
 
+/// One line saying what was searched and what was found:
+/// `Google Search: 'q1', 'q2' → Sources: Title (uri), ...` (the reference's
+/// wording).
+fn search_content(g: &Grounding) -> String {
+    let mut out = String::from("Google Search");
+    if !g.web_search_queries.is_empty() {
+        let queries: Vec<String> = g
+            .web_search_queries
+            .iter()
+            .map(|q| format!("'{q}'"))
+            .collect();
+        out.push_str(": ");
+        out.push_str(&queries.join(", "));
+    }
+    if !g.sources.is_empty() {
+        let sources: Vec<String> = g
+            .sources
+            .iter()
+            .map(|s| {
+                if s.title.is_empty() {
+                    s.uri.clone()
+                } else {
+                    format!("{} ({})", s.title, s.uri)
+                }
+            })
+            .collect();
+        out.push_str(" → Sources: ");
+        out.push_str(&sources.join(", "));
+    }
+    out
+}
+
 /// `extra` merged into `base` (both objects; `extra` wins).
 pub(crate) fn merged(mut base: Value, extra: &Value) -> Value {
     if let (Value::Object(b), Value::Object(e)) = (&mut base, extra) {
@@ -121,19 +153,15 @@ impl Run<'_> {
             }
             Chunk::Grounding(g) => {
                 if !g.web_search_queries.is_empty() || !g.sources.is_empty() {
-                    let mut content = String::new();
-                    if !g.web_search_queries.is_empty() {
-                        content
-                            .push_str(&format!("Searched: {}\n", g.web_search_queries.join("; ")));
-                    }
-                    for s in &g.sources {
-                        content.push_str(&format!("- {} ({})\n", s.title, s.uri));
-                    }
                     self.rec
                         .create_completed(
                             TimelineEventType::GoogleSearchResult,
-                            content.trim_end(),
-                            json!({"queries": g.web_search_queries, "sources": g.sources}),
+                            &search_content(g),
+                            json!({
+                                "source": "gemini",
+                                "queries": g.web_search_queries,
+                                "sources": g.sources,
+                            }),
                         )
                         .await?;
                 }
@@ -317,5 +345,30 @@ mod tests {
             json!({"source": "native", "a": 2, "forced_conclusion": true})
         );
         assert_eq!(merged(base.clone(), &json!({})), base);
+    }
+
+    #[test]
+    fn search_results_read_as_one_line() {
+        let source = |uri: &str, title: &str| crate::llm::GroundingSource {
+            uri: uri.into(),
+            title: title.into(),
+        };
+        let g = Grounding {
+            web_search_queries: vec!["oom limits".into(), "hpa".into()],
+            sources: vec![
+                source("https://a.example", "A"),
+                source("https://b.example", ""),
+            ],
+            url_context: vec![],
+        };
+        assert_eq!(
+            search_content(&g),
+            "Google Search: 'oom limits', 'hpa' → Sources: A (https://a.example), https://b.example"
+        );
+        let only_query = Grounding {
+            web_search_queries: vec!["q".into()],
+            ..Grounding::default()
+        };
+        assert_eq!(search_content(&only_query), "Google Search: 'q'");
     }
 }

@@ -297,6 +297,17 @@ async fn synthesis_with_thinking_and_google_search() {
             (T::FinalAnalysis, Whole),
         ]
     );
+    let search = &h.events_of(T::GoogleSearchResult)[0];
+    assert_eq!(
+        search.content,
+        "Google Search: 'pod memory limits' → Sources: Limits (https://example.org/limits)"
+    );
+    assert_eq!(search.metadata["source"], "gemini");
+    assert_eq!(search.metadata["queries"][0], "pod memory limits");
+    assert_eq!(
+        search.metadata["sources"][0]["uri"],
+        "https://example.org/limits"
+    );
 }
 
 #[tokio::test]
