@@ -101,12 +101,12 @@ pub struct ChainSpec {
     pub service_account_name: Option<String>,
 }
 
-/// One stage: either several different agents (`agents`) or one agent run
-/// `replicas` times (`agent`). Its executions run in parallel; more than one
-/// execution triggers a synthesis.
+/// One stage: several different agents (`agents`), or one agent (`agent`,
+/// or `agents` with a single entry) run `replicas` times. Its executions run
+/// in parallel; more than one execution triggers a synthesis.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[x_kube(validation = Rule::new("has(self.agents) != has(self.agent)").message("a stage needs either agents or agent, not both"))]
-#[x_kube(validation = Rule::new("!has(self.replicas) || has(self.agent)").message("replicas is only allowed with agent").field_path(".replicas"))]
+#[x_kube(validation = Rule::new("!has(self.replicas) || has(self.agent) || (has(self.agents) && size(self.agents) == 1)").message("replicas needs a single agent: agent, or agents with one entry").field_path(".replicas"))]
 #[x_kube(validation = Rule::new("!has(self.replicas) || self.replicas >= 1").message("replicas must be at least 1").field_path(".replicas"))]
 #[serde(rename_all = "camelCase")]
 pub struct StageSpec {
@@ -119,12 +119,13 @@ pub struct StageSpec {
     #[schemars(length(min = 1, max = 16))]
     pub agents: Option<Vec<StageAgentSpec>>,
 
-    /// One agent run `replicas` times (named `{agent}-1` ... `{agent}-N`).
+    /// One agent (named `{agent}-1` ... `{agent}-N` when `replicas` > 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub agent: Option<String>,
 
-    /// How many copies of `agent` run (default 1).
+    /// How many copies of the stage's single agent (`agent`, or the one
+    /// entry of `agents`, with its overrides) run (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 16))]
     pub replicas: Option<u32>,
@@ -144,7 +145,7 @@ pub struct StageSpec {
 }
 
 impl StageSpec {
-    /// Number of copies of `agent` (1 when `replicas` is unset).
+    /// Number of copies of the stage's agent (1 when `replicas` is unset).
     pub fn replicas_count(&self) -> u32 {
         self.replicas.unwrap_or(1)
     }

@@ -1,8 +1,10 @@
 //! The full pipeline through the REST and WebSocket API, verified by golden
 //! files over all four data layers: a parallel multi-agent stage (one agent
 //! summarises a large tool result, the other hits its iteration limit and
-//! is forced to conclude) with synthesis, a replica stage with synthesis, a
-//! final stage, the executive summary and two chat turns.
+//! is forced to conclude) with synthesis, a replica stage (written as the
+//! reference writes it: a one-entry `agents` list with a stage-level
+//! `replicas`) with synthesis, a final stage, the executive summary and two
+//! chat turns.
 
 use std::time::Duration;
 
@@ -24,7 +26,7 @@ spec:
   - name: parallel
     agents: [{name: Alpha}, {name: Bravo, maxIterations: 1}]
   - name: replicas
-    agent: Charlie
+    agents: [{name: Charlie}]
     replicas: 2
   - name: final
     agent: Delta

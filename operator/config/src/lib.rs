@@ -55,7 +55,8 @@
 //! chain `iterationStrategy` → defaults.
 //!
 //! Success policy ([`resolve_success_policy`]): stage → defaults → `any`.
-//! Replicas ([`stage_executions`]): `{agent}-1` … `{agent}-N`; resolution
+//! Replicas ([`stage_executions`]): the stage's single agent (`agent`, or
+//! `agents` with one entry, overrides included) as `{agent}-1` … `{agent}-N`; resolution
 //! uses the base name, the display name only labels records.
 
 pub mod builtin;

@@ -34,34 +34,46 @@ pub fn replica_name(base: &str, n: u32) -> String {
     format!("{base}-{n}")
 }
 
-/// The executions a stage launches, in order: every entry of `agents`, or
-/// `agent` × `replicas` (named `{agent}-1` … `{agent}-N` when N > 1). A
-/// single-agent stage is N = 1, not a special case.
+/// The agent a stage replicates: `agent`, or the single entry of `agents`
+/// (with its overrides). `None` when the stage lists several agents (or
+/// none).
+fn single_agent(stage: &StageSpec) -> Option<StageAgentSpec> {
+    match (stage.agents.as_deref(), &stage.agent) {
+        (Some([only]), _) => Some(only.clone()),
+        (Some([_, _, ..]), _) => None,
+        (_, Some(name)) => Some(StageAgentSpec::named(name.clone())),
+        _ => None,
+    }
+}
+
+/// The executions a stage launches, in order: the stage's single agent
+/// (`agent`, or `agents` with one entry) × `replicas` (named `{agent}-1` …
+/// `{agent}-N` when N > 1), or every entry of `agents` (validation rejects
+/// `replicas` there). A single-agent stage is N = 1, not a special case.
 pub fn stage_executions(stage: &StageSpec) -> Vec<ExecutionConfig> {
-    if let Some(agents) = stage.agents.as_ref().filter(|a| !a.is_empty()) {
-        return agents
-            .iter()
-            .enumerate()
-            .map(|(i, a)| ExecutionConfig {
-                stage_agent: a.clone(),
-                display_name: a.name.clone(),
-                agent_index: i as u32 + 1,
+    if let Some(agent) = single_agent(stage) {
+        let replicas = stage.replicas_count().max(1);
+        return (1..=replicas)
+            .map(|n| ExecutionConfig {
+                display_name: if replicas > 1 {
+                    replica_name(&agent.name, n)
+                } else {
+                    agent.name.clone()
+                },
+                stage_agent: agent.clone(),
+                agent_index: n,
             })
             .collect();
     }
-    let Some(agent) = &stage.agent else {
-        return Vec::new();
-    };
-    let replicas = stage.replicas_count().max(1);
-    (1..=replicas)
-        .map(|n| ExecutionConfig {
-            stage_agent: StageAgentSpec::named(agent.clone()),
-            display_name: if replicas > 1 {
-                replica_name(agent, n)
-            } else {
-                agent.clone()
-            },
-            agent_index: n,
+    stage
+        .agents
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, a)| ExecutionConfig {
+            stage_agent: a.clone(),
+            display_name: a.name.clone(),
+            agent_index: i as u32 + 1,
         })
         .collect()
 }
@@ -69,11 +81,10 @@ pub fn stage_executions(stage: &StageSpec) -> Vec<ExecutionConfig> {
 /// How a stage's executions relate: several different agents → multi_agent,
 /// one agent with replicas > 1 → replica, a single execution → none.
 pub fn parallel_type(stage: &StageSpec) -> Option<ParallelType> {
-    match stage.agents.as_ref() {
-        Some(agents) if agents.len() > 1 => Some(ParallelType::MultiAgent),
-        Some(_) => None,
-        None if stage.replicas_count() > 1 => Some(ParallelType::Replica),
-        None => None,
+    match stage_executions(stage).len() {
+        0 | 1 => None,
+        _ if single_agent(stage).is_some() => Some(ParallelType::Replica),
+        _ => Some(ParallelType::MultiAgent),
     }
 }
 

@@ -272,7 +272,7 @@ impl Config {
                         &resolved.llm_provider.name,
                     );
                 }
-                if stage.agent.is_some() {
+                if stage.agents.as_ref().is_none_or(|a| a.len() <= 1) {
                     break; // replicas share one configuration
                 }
             }

@@ -309,6 +309,38 @@ spec:
 }
 
 #[test]
+fn replicas_of_a_listed_agent_as_the_reference_writes_them() {
+    let chain = "apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: scaling}
+spec:
+  alertTypes: [Scaling]
+  stages:
+  - name: scaling-review
+    replicas: 2
+    agents: [{name: KubernetesAgent, maxIterations: 3}]
+";
+    let config = load(&[("chains.yaml", chain)]).unwrap_or_else(|e| panic!("{e}"));
+    let stage = &config.chain("scaling").unwrap().spec.stages[0];
+    assert_eq!(
+        stage_executions(stage)
+            .iter()
+            .map(|e| e.display_name.as_str())
+            .collect::<Vec<_>>(),
+        ["KubernetesAgent-1", "KubernetesAgent-2"]
+    );
+
+    // Replicas of several different agents mean nothing: rejected.
+    let two = chain.replace(
+        "agents: [{name: KubernetesAgent, maxIterations: 3}]",
+        "agents: [{name: KubernetesAgent}, {name: ChatAgent}]",
+    );
+    let errs = errors(&[("chains.yaml", &two)]);
+    let expected = "chains.yaml: Chain \"scaling\": spec.stages[0].replicas: replicas needs a single agent: agent, or agents with one entry";
+    assert!(errs.iter().any(|e| e == expected), "{errs:#?}");
+}
+
+#[test]
 fn interpolation_and_escapes() {
     let provider = "apiVersion: tarsy.dev/v1alpha1
 kind: LLMProvider

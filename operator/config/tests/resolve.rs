@@ -1104,6 +1104,31 @@ fn stage_executions_and_replica_names() {
     );
     assert_eq!(parallel_type(&s), Some(ParallelType::Replica));
 
+    // The reference's form: `agents` with one entry plus a stage-level
+    // `replicas` replicates that agent, its overrides included.
+    let listed = StageSpec {
+        agents: Some(vec![StageAgentSpec {
+            max_iterations: Some(4),
+            ..StageAgentSpec::named("KubernetesAgent")
+        }]),
+        agent: None,
+        replicas: Some(2),
+        ..stage()
+    };
+    let le = stage_executions(&listed);
+    assert_eq!(
+        le.iter()
+            .map(|x| (x.display_name.as_str(), x.agent_index))
+            .collect::<Vec<_>>(),
+        [("KubernetesAgent-1", 1), ("KubernetesAgent-2", 2)]
+    );
+    assert!(le.iter().all(|x| x.stage_agent.name == "KubernetesAgent"));
+    assert!(
+        le.iter().all(|x| x.stage_agent.max_iterations == Some(4)),
+        "each replica keeps the listed agent's overrides"
+    );
+    assert_eq!(parallel_type(&listed), Some(ParallelType::Replica));
+
     // One agent (either form) is N = 1: no suffix, no parallel type.
     let single = StageSpec {
         agents: None,

@@ -11,10 +11,10 @@ use tarsy_core::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::controller_for;
 use crate::fallback::CircuitBreakers;
 use crate::llm::LlmClient;
 use crate::prompt::FailedServer;
+use crate::strategy::strategy_for;
 use crate::tools::ToolExecutor;
 
 /// Chat data: present only when the execution answers a follow-up question.
@@ -160,7 +160,7 @@ impl ExecutionResult {
 
 /// Runs one agent execution to a terminal status.
 ///
-/// The controller is chosen by `ctx.config.iteration_strategy`:
+/// The strategy is chosen by `ctx.config.iteration_strategy`:
 /// `native-thinking` / `langchain` → function calling, `react` → ReAct,
 /// `synthesis` / `synthesis-native-thinking` → synthesis, `single-call` →
 /// one tool-less call. `prev_stage_context` is the previous stages' context
@@ -177,8 +177,8 @@ pub async fn run_agent(
     ctx: ExecutionContext,
     prev_stage_context: Option<String>,
 ) -> ExecutionResult {
-    let controller = controller_for(ctx.config.iteration_strategy);
-    let result = controller.run(&ctx, prev_stage_context.as_deref()).await;
+    let strategy = strategy_for(ctx.config.iteration_strategy);
+    let result = strategy.run(&ctx, prev_stage_context.as_deref()).await;
     tracing::info!(
         session_id = %ctx.session_id,
         execution_id = %ctx.execution_id,

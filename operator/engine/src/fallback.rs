@@ -93,7 +93,7 @@ impl CircuitBreakers {
 
 /// A move from one provider to the next.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderSwitch {
+pub(crate) struct ProviderSwitch {
     /// Provider left.
     pub from: String,
     /// Provider now used.
@@ -106,7 +106,7 @@ pub struct ProviderSwitch {
 /// switched, the execution stays on the fallback (switching back mid-
 /// conversation would lose provider-side state such as thought signatures).
 #[derive(Debug, Clone)]
-pub struct ProviderChain {
+pub(crate) struct ProviderChain {
     providers: Vec<LlmProviderConfig>,
     current: usize,
 }

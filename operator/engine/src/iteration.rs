@@ -1,26 +1,26 @@
-//! Loop state shared by the iterating controllers.
+//! Loop state shared by the iterating strategies.
 
 /// After this many consecutive timed-out iterations the execution aborts.
-pub const MAX_CONSECUTIVE_TIMEOUTS: u32 = 2;
+pub(crate) const MAX_CONSECUTIVE_TIMEOUTS: u32 = 2;
 
 /// Where an iteration loop stands.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IterationState {
+pub(crate) struct IterationState {
     /// Current iteration, from 1.
-    pub current_iteration: u32,
+    pub(crate) current_iteration: u32,
     /// Iteration budget.
-    pub max_iterations: u32,
+    pub(crate) max_iterations: u32,
     /// The last LLM call or tool call failed.
-    pub last_interaction_failed: bool,
+    pub(crate) last_interaction_failed: bool,
     /// Why it failed.
-    pub last_error_message: String,
+    pub(crate) last_error_message: String,
     /// Timeouts in a row.
-    pub consecutive_timeout_failures: u32,
+    pub(crate) consecutive_timeout_failures: u32,
 }
 
 impl IterationState {
     /// A fresh state for `max_iterations`.
-    pub fn new(max_iterations: u32) -> Self {
+    pub(crate) fn new(max_iterations: u32) -> Self {
         Self {
             max_iterations,
             ..Self::default()
@@ -28,12 +28,12 @@ impl IterationState {
     }
 
     /// True once [`MAX_CONSECUTIVE_TIMEOUTS`] timeouts happened in a row.
-    pub fn should_abort_on_timeouts(&self) -> bool {
+    pub(crate) fn should_abort_on_timeouts(&self) -> bool {
         self.consecutive_timeout_failures >= MAX_CONSECUTIVE_TIMEOUTS
     }
 
     /// A successful interaction clears the failure tracking.
-    pub fn record_success(&mut self) {
+    pub(crate) fn record_success(&mut self) {
         self.last_interaction_failed = false;
         self.last_error_message.clear();
         self.consecutive_timeout_failures = 0;
@@ -41,7 +41,7 @@ impl IterationState {
 
     /// A failed interaction; timeouts count towards the abort, other
     /// failures reset the streak.
-    pub fn record_failure(&mut self, message: impl Into<String>, is_timeout: bool) {
+    pub(crate) fn record_failure(&mut self, message: impl Into<String>, is_timeout: bool) {
         self.last_interaction_failed = true;
         self.last_error_message = message.into();
         if is_timeout {

@@ -2,45 +2,54 @@
 //! the alert" and "here is the final analysis".
 //!
 //! The engine knows nothing of Kubernetes, SQL or HTTP. It reaches the model
-//! through [`llm::LlmClient`] ([`llm::GrpcLlmClient`] talks to the LLM
-//! service), tools through [`tools::ToolExecutor`] (the MCP client implements
-//! it) and storage / live events through the `tarsy_core` recorder traits.
+//! through [`LlmClient`] ([`GrpcLlmClient`] talks to the LLM service), tools
+//! through [`ToolExecutor`] (the MCP client implements it) and storage / live
+//! events through the `tarsy_core` recorder traits.
 //!
 //! Entry point: [`run_agent`] with an [`ExecutionContext`]; it returns an
 //! [`ExecutionResult`] (completed, failed, timed_out or cancelled) after
 //! recording every timeline event, message and LLM interaction on the way.
 //!
+//! Public modules (what other crates use):
+//!
 //! | module | what |
 //! |---|---|
-//! | [`execution`] | `run_agent`, `ExecutionContext`, `ExecutionResult`, `ChatContext` |
-//! | [`controller`] | the controllers behind one trait, chosen by strategy |
 //! | [`llm`] | the LLM client trait, chunks, the gRPC client |
-//! | [`tools`] | the tool executor trait, an in-memory executor |
 //! | [`recording`] | timeline events (create / stream / complete) and their WebSocket payloads |
-//! | [`window`] | context-window management: cap, prune, compaction helpers |
-//! | [`fallback`] | provider fallback chain and circuit breakers |
-//! | [`iteration`] | iteration state: consecutive timeouts, last failure |
-//! | [`tokens`] | token estimates, storage / summarization truncation |
+//! | [`fallback`] | circuit breakers shared by executions ([`fallback::CircuitBreakers`]) |
 //! | [`memory`] | an in-memory recorder + publisher (tests, benchmarks) |
 //! | [`react_parser`] | the ReAct parser and the feedback it produces |
 //! | [`prompt`] | prompt building from the text assets in `prompts/` |
 //! | [`context`] | stage, investigation and synthesis context formatting |
 //! | [`runbook`] | runbook URL rules and cache |
+//!
+//! Internal modules:
+//!
+//! | module | what |
+//! |---|---|
+//! | `execution` | `run_agent` and its context and result (re-exported here) |
+//! | `strategy` | the iteration strategies behind one trait, chosen by configuration |
+//! | `run` | what strategies share: streaming, LLM calls with fallback, compaction, tool calls |
+//! | `tools` | the tool executor trait, an in-memory executor (re-exported here) |
+//! | `window` | context-window management: cap, prune, compaction helpers |
+//! | `iteration` | iteration state: consecutive timeouts, last failure |
+//! | `tokens` | token estimates, storage / summarization truncation |
 
 pub mod context;
-pub mod controller;
-pub mod execution;
+mod execution;
 pub mod fallback;
-pub mod iteration;
+mod iteration;
 pub mod llm;
 pub mod memory;
 pub mod prompt;
 pub mod react_parser;
 pub mod recording;
+mod run;
 pub mod runbook;
-pub mod tokens;
-pub mod tools;
-pub mod window;
+mod strategy;
+mod tokens;
+mod tools;
+mod window;
 
 pub use execution::{ChatContext, ExecutionContext, ExecutionResult, run_agent};
 pub use llm::{GrpcLlmClient, LlmClient};

@@ -18,7 +18,7 @@
 //! `timeline_event.created` with status `completed`.
 //!
 //! Streamed content is published on every chunk but written to storage in
-//! batches (see [`APPEND_FLUSH_BYTES`]): completion stores the full text
+//! batches (see `APPEND_FLUSH_BYTES`): completion stores the full text
 //! anyway, and a chunk-per-write would put a storage round trip on every
 //! token.
 
@@ -34,9 +34,9 @@ use tarsy_core::{
 };
 
 /// Streamed content is written to storage once this much is buffered...
-pub const APPEND_FLUSH_BYTES: usize = 1024;
+pub(crate) const APPEND_FLUSH_BYTES: usize = 1024;
 /// ...or this long after the previous write.
-pub const APPEND_FLUSH_INTERVAL: Duration = Duration::from_millis(250);
+pub(crate) const APPEND_FLUSH_INTERVAL: Duration = Duration::from_millis(250);
 
 /// A timeline event this execution created and may still update.
 #[derive(Debug, Clone)]

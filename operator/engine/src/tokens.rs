@@ -5,20 +5,20 @@
 use std::borrow::Cow;
 
 /// Characters per token for estimates.
-pub const CHARS_PER_TOKEN: usize = 4;
+pub(crate) const CHARS_PER_TOKEN: usize = 4;
 /// Tool results stored on timeline events and interactions are cut here
 /// (protects the dashboard and the database).
-pub const STORAGE_MAX_TOKENS: usize = 8_000;
+pub(crate) const STORAGE_MAX_TOKENS: usize = 8_000;
 /// Input to the summarizer is cut here (safety net for its context window).
-pub const SUMMARIZATION_INPUT_MAX_TOKENS: usize = 100_000;
+pub(crate) const SUMMARIZATION_INPUT_MAX_TOKENS: usize = 100_000;
 
 /// Approximate token count of `text`.
-pub fn estimate_tokens(text: &str) -> u64 {
+pub(crate) fn estimate_tokens(text: &str) -> u64 {
     (text.len().div_ceil(CHARS_PER_TOKEN)) as u64
 }
 
 /// The largest char boundary ≤ `at`.
-pub fn floor_char_boundary(s: &str, at: usize) -> usize {
+pub(crate) fn floor_char_boundary(s: &str, at: usize) -> usize {
     if at >= s.len() {
         return s.len();
     }
@@ -30,7 +30,7 @@ pub fn floor_char_boundary(s: &str, at: usize) -> usize {
 }
 
 /// The smallest char boundary ≥ `at`.
-pub fn ceil_char_boundary(s: &str, at: usize) -> usize {
+pub(crate) fn ceil_char_boundary(s: &str, at: usize) -> usize {
     if at >= s.len() {
         return s.len();
     }
@@ -43,7 +43,7 @@ pub fn ceil_char_boundary(s: &str, at: usize) -> usize {
 
 /// Keeps the first `max_bytes` bytes (on a char boundary) and says what was
 /// dropped.
-pub fn truncate_with_note<'a>(text: &'a str, max_bytes: usize, why: &str) -> Cow<'a, str> {
+pub(crate) fn truncate_with_note<'a>(text: &'a str, max_bytes: usize, why: &str) -> Cow<'a, str> {
     if text.len() <= max_bytes {
         return Cow::Borrowed(text);
     }
@@ -57,12 +57,12 @@ pub fn truncate_with_note<'a>(text: &'a str, max_bytes: usize, why: &str) -> Cow
 }
 
 /// A tool result as stored on the `llm_tool_call` event and interactions.
-pub fn truncate_for_storage(text: &str) -> Cow<'_, str> {
+pub(crate) fn truncate_for_storage(text: &str) -> Cow<'_, str> {
     truncate_with_note(text, STORAGE_MAX_TOKENS * CHARS_PER_TOKEN, "storage limit")
 }
 
 /// A tool result as given to the summarizer.
-pub fn truncate_for_summarization(text: &str) -> Cow<'_, str> {
+pub(crate) fn truncate_for_summarization(text: &str) -> Cow<'_, str> {
     truncate_with_note(
         text,
         SUMMARIZATION_INPUT_MAX_TOKENS * CHARS_PER_TOKEN,

@@ -1,4 +1,4 @@
-//! Tool execution as the controllers see it: the [`ToolExecutor`] trait (the
+//! Tool execution as the strategies see it: the [`ToolExecutor`] trait (the
 //! MCP client implements it) and [`InMemoryToolExecutor`] for tests and
 //! benchmarks.
 
@@ -56,7 +56,7 @@ pub trait ToolExecutor: Send + Sync {
 
 /// `server__tool` → `server.tool` (the function-calling spelling back to the
 /// canonical one); canonical names are returned unchanged.
-pub fn normalize_tool_name(name: &str) -> String {
+pub(crate) fn normalize_tool_name(name: &str) -> String {
     if name.contains('.') {
         return name.to_string();
     }
@@ -68,13 +68,8 @@ pub fn normalize_tool_name(name: &str) -> String {
     }
 }
 
-/// The server part of a canonical `server.tool` name.
-pub fn server_of(name: &str) -> Option<&str> {
-    name.split_once('.').map(|(s, _)| s)
-}
-
 /// What an in-memory tool does when called.
-pub type ToolHandler = Arc<dyn Fn(&ToolCall) -> Result<ToolResult, ToolError> + Send + Sync>;
+type ToolHandler = Arc<dyn Fn(&ToolCall) -> Result<ToolResult, ToolError> + Send + Sync>;
 
 struct MemoryTool {
     definition: ToolDefinition,
@@ -197,7 +192,6 @@ mod tests {
         );
         assert_eq!(normalize_tool_name("plain"), "plain");
         assert_eq!(normalize_tool_name("__x"), "__x");
-        assert_eq!(server_of("prom.query"), Some("prom"));
     }
 
     #[tokio::test]

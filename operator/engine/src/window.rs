@@ -21,26 +21,26 @@ use tarsy_core::{ConversationMessage, LlmProviderConfig, MessageRole};
 use crate::tokens::{CHARS_PER_TOKEN, ceil_char_boundary, floor_char_boundary};
 
 /// A single tool result may use at most this share of the context window.
-pub const MAX_TOOL_RESULT_CONTEXT_SHARE: f64 = 0.3;
+pub(crate) const MAX_TOOL_RESULT_CONTEXT_SHARE: f64 = 0.3;
 /// Soft-trimming of old tool results starts at this share of the window.
-pub const SOFT_TRIM_RATIO: f64 = 0.6;
+pub(crate) const SOFT_TRIM_RATIO: f64 = 0.6;
 /// Clearing of old tool results starts at this share of the window.
-pub const HARD_CLEAR_RATIO: f64 = 0.8;
+pub(crate) const HARD_CLEAR_RATIO: f64 = 0.8;
 /// The newest tool results kept intact.
-pub const KEEP_LAST_N_RESULTS: usize = 1;
+pub(crate) const KEEP_LAST_N_RESULTS: usize = 1;
 /// Characters kept from the start of a soft-trimmed result.
-pub const SOFT_TRIM_HEAD: usize = 2000;
+pub(crate) const SOFT_TRIM_HEAD: usize = 2000;
 /// Characters kept from the end of a soft-trimmed result.
-pub const SOFT_TRIM_TAIL: usize = 500;
+pub(crate) const SOFT_TRIM_TAIL: usize = 500;
 /// Exchanges (assistant turn + its results) kept verbatim by compaction.
-pub const COMPACTION_KEEP_EXCHANGES: usize = 2;
+pub(crate) const COMPACTION_KEEP_EXCHANGES: usize = 2;
 
 /// What replaces a cleared tool result.
-pub const CLEARED_PLACEHOLDER: &str = "[Earlier tool result removed to save context space. Your analysis of it above still applies; call the tool again if you need the data.]";
+pub(crate) const CLEARED_PLACEHOLDER: &str = "[Earlier tool result removed to save context space. Your analysis of it above still applies; call the tool again if you need the data.]";
 
 /// The byte budget for one tool result in the conversation, if the provider
 /// declares a window or a per-result limit.
-pub fn tool_result_budget(provider: &LlmProviderConfig) -> Option<usize> {
+pub(crate) fn tool_result_budget(provider: &LlmProviderConfig) -> Option<usize> {
     let by_window = provider
         .context_window_tokens
         .map(|w| (w as f64 * MAX_TOOL_RESULT_CONTEXT_SHARE) as usize * CHARS_PER_TOKEN);
@@ -55,7 +55,7 @@ pub fn tool_result_budget(provider: &LlmProviderConfig) -> Option<usize> {
 
 /// Layer 1: cuts a tool result to `budget` bytes (head kept, a note says how
 /// much was dropped and that the model can ask for less).
-pub fn cap_tool_result(content: &str, budget: Option<usize>) -> Cow<'_, str> {
+pub(crate) fn cap_tool_result(content: &str, budget: Option<usize>) -> Cow<'_, str> {
     match budget {
         Some(b) if content.len() > b => {
             let cut = floor_char_boundary(content, b);
@@ -94,7 +94,7 @@ fn soft_trim(content: &str) -> Option<String> {
 
 /// What a pruning pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PruneReport {
+pub(crate) struct PruneReport {
     /// Tool results soft-trimmed.
     pub soft_trimmed: usize,
     /// Tool results cleared.
@@ -105,7 +105,7 @@ pub struct PruneReport {
 /// results (tool-role messages, or ReAct observations sent as user
 /// messages) and which leading messages (system + task) are pinned.
 #[derive(Debug, Clone, Default)]
-pub struct Conversation {
+pub(crate) struct Conversation {
     messages: Vec<ConversationMessage>,
     tool_result: Vec<bool>,
     trimmed: Vec<bool>,
@@ -115,7 +115,7 @@ pub struct Conversation {
 
 impl Conversation {
     /// Starts with the initial messages (pinned: never pruned or compacted).
-    pub fn new(initial: Vec<ConversationMessage>) -> Self {
+    pub(crate) fn new(initial: Vec<ConversationMessage>) -> Self {
         let n = initial.len();
         let size = initial.iter().map(message_size).sum();
         Self {
@@ -128,7 +128,7 @@ impl Conversation {
     }
 
     /// Appends a message that is not a tool result.
-    pub fn push(&mut self, m: ConversationMessage) {
+    pub(crate) fn push(&mut self, m: ConversationMessage) {
         self.size += message_size(&m);
         self.messages.push(m);
         self.tool_result.push(false);
@@ -136,7 +136,7 @@ impl Conversation {
     }
 
     /// Appends a tool result (prunable later).
-    pub fn push_tool_result(&mut self, m: ConversationMessage) {
+    pub(crate) fn push_tool_result(&mut self, m: ConversationMessage) {
         self.size += message_size(&m);
         self.messages.push(m);
         self.tool_result.push(true);
@@ -144,18 +144,19 @@ impl Conversation {
     }
 
     /// The messages, oldest first.
-    pub fn messages(&self) -> &[ConversationMessage] {
+    pub(crate) fn messages(&self) -> &[ConversationMessage] {
         &self.messages
     }
 
     /// Approximate size in bytes.
-    pub fn size(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn size(&self) -> usize {
         self.size
     }
 
     /// Layer 2: trims, then clears, older tool results while the
     /// conversation is above 60 % / 80 % of `window_tokens`.
-    pub fn prune(&mut self, window_tokens: Option<u64>) -> PruneReport {
+    pub(crate) fn prune(&mut self, window_tokens: Option<u64>) -> PruneReport {
         let mut report = PruneReport::default();
         let Some(window) = window_tokens else {
             return report;
@@ -211,7 +212,7 @@ impl Conversation {
     /// pinned ones, before the last [`COMPACTION_KEEP_EXCHANGES`] assistant
     /// turns — or `None` when there is nothing to summarize. The split always
     /// falls on an assistant message, so tool calls stay with their results.
-    pub fn compaction_range(&self) -> Option<std::ops::Range<usize>> {
+    pub(crate) fn compaction_range(&self) -> Option<std::ops::Range<usize>> {
         let assistants: Vec<usize> = (self.pinned..self.messages.len())
             .filter(|&i| self.messages[i].role == MessageRole::Assistant)
             .collect();
@@ -224,7 +225,7 @@ impl Conversation {
 
     /// Layer 3, step 2: replaces `range` by the summary (as a user message)
     /// and a short assistant acknowledgement.
-    pub fn apply_compaction(&mut self, range: std::ops::Range<usize>, summary: &str) {
+    pub(crate) fn apply_compaction(&mut self, range: std::ops::Range<usize>, summary: &str) {
         let replacement = vec![
             ConversationMessage::user(format!(
                 "[Summary of the earlier part of this investigation, condensed to fit the context window]\n\n{summary}"
@@ -244,7 +245,7 @@ impl Conversation {
 }
 
 /// Renders messages as plain text for the compaction summarizer.
-pub fn transcript(messages: &[ConversationMessage]) -> String {
+pub(crate) fn transcript(messages: &[ConversationMessage]) -> String {
     let mut out = String::new();
     for m in messages {
         out.push_str(&format!("[{}]", m.role));

@@ -12,11 +12,11 @@
 //!   labelled, syntheses headed as such, the executive summary, earlier
 //!   questions and answers; wrapped in `<!-- INVESTIGATION_HISTORY_START -->`
 //!   / `<!-- INVESTIGATION_HISTORY_END -->`.
-//! * [`format_timeline_events`] — the shared event formatter behind the two
+//! * `format_timeline_events` — the shared event formatter behind the two
 //!   above.
 //!
 //! Any `<!--` or `-->` inside formatted content is escaped
-//! ([`escape_comment_markers`]) so a model's text or a tool's output can
+//! (`escape_comment_markers`) so a model's text or a tool's output can
 //! never close or fake a context block.
 //!
 //! # Tool calls and summaries
@@ -34,13 +34,9 @@ mod stage;
 
 pub use investigation::{
     AgentInvestigation, ChatExchange, ChatHistory, StageInvestigation, format_chat_history,
-    format_investigation_for_synthesis, format_timeline_events,
+    format_investigation_for_synthesis,
 };
-pub use stage::{
-    CHAIN_CONTEXT_END, CHAIN_CONTEXT_START, INVESTIGATION_HISTORY_END, INVESTIGATION_HISTORY_START,
-    STAGE_CONTEXT_END, STAGE_CONTEXT_START, StageResult, build_stage_context,
-    escape_comment_markers,
-};
+pub use stage::{StageResult, build_stage_context};
 
 #[cfg(test)]
 mod tests;

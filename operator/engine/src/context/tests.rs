@@ -5,6 +5,11 @@ use tarsy_core::{
     TimelineEventType,
 };
 
+use super::investigation::format_timeline_events;
+use super::stage::{
+    CHAIN_CONTEXT_END, INVESTIGATION_HISTORY_END, INVESTIGATION_HISTORY_START, STAGE_CONTEXT_END,
+    STAGE_CONTEXT_START, escape_comment_markers,
+};
 use super::*;
 
 fn event(seq: i64, event_type: TimelineEventType, content: &str, metadata: Value) -> TimelineEvent {

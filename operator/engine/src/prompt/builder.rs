@@ -1,5 +1,5 @@
 //! [`PromptBuilder`]: turns a [`PromptInput`] into the conversations and
-//! one-off prompts the controllers send.
+//! one-off prompts the strategies send.
 
 use serde_json::Value;
 use tarsy_core::{
@@ -185,7 +185,7 @@ impl PromptBuilder {
 
     /// System + user messages for function calling (`native-thinking`,
     /// `langchain`) and `single-call`. Tools are bound to the request by the
-    /// controller, so they are not listed here. With `input.chat` set this is
+    /// strategy, so they are not listed here. With `input.chat` set this is
     /// the chat conversation.
     pub fn function_calling_messages(&self, input: &PromptInput) -> Vec<ConversationMessage> {
         let mut system = vec![self.compose_instructions(input)];
@@ -329,7 +329,7 @@ impl PromptBuilder {
     }
 
     /// User prompt of a tool result summarization call. `conversation` is
-    /// the investigation so far ([`conversation_context`]).
+    /// the investigation so far (`conversation_context`).
     pub fn summarization_user_prompt(
         &self,
         conversation: &str,
@@ -370,7 +370,7 @@ impl PromptBuilder {
 /// Describes tools for a ReAct prompt: one numbered entry per tool with its
 /// description and parameters (name, type, required, description) read from
 /// its JSON Schema. A schema that is not JSON is shown as given.
-pub fn format_tool_descriptions(tools: &[ToolDefinition]) -> String {
+pub(crate) fn format_tool_descriptions(tools: &[ToolDefinition]) -> String {
     let mut out = String::new();
     for (i, tool) in tools.iter().enumerate() {
         if i > 0 {
@@ -389,7 +389,7 @@ pub fn format_tool_descriptions(tools: &[ToolDefinition]) -> String {
 
 /// The conversation as plain text for a summarization prompt: every message
 /// except system messages, labelled by role.
-pub fn conversation_context(messages: &[ConversationMessage]) -> String {
+pub(crate) fn conversation_context(messages: &[ConversationMessage]) -> String {
     let mut parts = Vec::new();
     for message in messages {
         let label = match message.role {

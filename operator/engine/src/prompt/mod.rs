@@ -1,7 +1,7 @@
 //! Prompt building: every message TARSy sends to a model, composed from the
 //! Markdown text assets in the crate's `prompts/` directory.
 //!
-//! # Using it from a controller
+//! # Using it from a strategy
 //!
 //! ```
 //! use tarsy_engine::prompt::{PromptBuilder, PromptInput};
@@ -39,8 +39,8 @@
 //!   and the question).
 //! * One-off prompts: [`PromptBuilder::forced_conclusion_prompt`],
 //!   [`PromptBuilder::summarization_system_prompt`] /
-//!   [`PromptBuilder::summarization_user_prompt`] (with
-//!   [`conversation_context`]), [`PromptBuilder::executive_summary_system_prompt`] /
+//!   [`PromptBuilder::summarization_user_prompt`] (with the conversation so
+//!   far), [`PromptBuilder::executive_summary_system_prompt`] /
 //!   [`PromptBuilder::executive_summary_user_prompt`].
 //!
 //! # Instruction tiers
@@ -52,17 +52,15 @@
 //!
 //! # Templates
 //!
-//! Assets use `{{name}}` placeholders filled by [`render`] in a single pass,
+//! Assets use `{{name}}` placeholders filled by `render` in a single pass,
 //! so user-controlled text (alert data, tool output) is never re-expanded.
 
 mod builder;
 mod template;
 
-pub use builder::{
-    ChatInput, FailedServer, PromptBuilder, PromptInput, ServerInstructions, conversation_context,
-    format_tool_descriptions,
-};
-pub use template::{assets, placeholders, render};
+pub(crate) use builder::conversation_context;
+pub use builder::{ChatInput, FailedServer, PromptBuilder, PromptInput, ServerInstructions};
+pub(crate) use template::{assets, render};
 
 #[cfg(test)]
 mod tests;

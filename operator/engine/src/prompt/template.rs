@@ -5,7 +5,7 @@
 //! reviewed and changed without touching code.
 
 /// Prompt assets, compiled into the binary.
-pub mod assets {
+pub(crate) mod assets {
     /// Tier 1 of an investigation system prompt (`agent_name`).
     pub const GENERAL_SRE: &str = include_str!("../../prompts/general_sre.md");
     /// Tier 1 of a chat system prompt (`agent_name`).
@@ -62,7 +62,8 @@ pub mod assets {
     /// Runbook used when an alert has none, or fetching it failed.
     pub const DEFAULT_RUNBOOK: &str = include_str!("../../prompts/default_runbook.md");
 
-    /// Every asset with its file name, for tests and tooling.
+    /// Every asset with its file name (tests check them all).
+    #[cfg(test)]
     pub const ALL: &[(&str, &str)] = &[
         ("general_sre.md", GENERAL_SRE),
         ("general_chat.md", GENERAL_CHAT),
@@ -99,7 +100,7 @@ pub mod assets {
 /// `{{...}}` is passed through untouched instead of being expanded.
 /// Placeholders with no matching variable are kept verbatim (a test checks
 /// that every asset's placeholders are supplied by its caller).
-pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
+pub(crate) fn render(template: &str, vars: &[(&str, &str)]) -> String {
     let mut out =
         String::with_capacity(template.len() + vars.iter().map(|(_, v)| v.len()).sum::<usize>());
     let mut rest = template;
@@ -126,7 +127,8 @@ pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
 }
 
 /// Names of the `{{name}}` placeholders a template uses, in order of first use.
-pub fn placeholders(template: &str) -> Vec<String> {
+#[cfg(test)]
+fn placeholders(template: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     let mut rest = template;
     while let Some(start) = rest.find("{{") {

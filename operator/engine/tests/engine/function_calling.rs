@@ -411,8 +411,12 @@ async fn forced_conclusion_at_max_iterations_calls_without_tools() {
         .push(ScriptedResponse::tool_call("1", "k8s.pods_list", "{}"));
     h.script
         .push(ScriptedResponse::tool_call("2", "k8s.pods_list", "{}"));
-    h.script
-        .push(ScriptedResponse::text("Best conclusion: ").then_text("memory pressure."));
+    h.script.push(
+        ScriptedResponse::default()
+            .then_thinking("Two listings, same picture.")
+            .then_text("Best conclusion: ")
+            .then_text("memory pressure."),
+    );
     let result = run_agent(h.ctx(config(IterationStrategy::NativeThinking, 2)), None).await;
     assert_eq!(result.status, ExecutionStatus::Completed, "{result:?}");
     assert_eq!(
@@ -435,10 +439,48 @@ async fn forced_conclusion_at_max_iterations_calls_without_tools() {
     let finals = h.events_of(T::FinalAnalysis);
     assert_eq!(finals.len(), 1);
     assert_eq!(finals[0].content, "Best conclusion: memory pressure.");
+    // Like any final answer: the thinking and the streamed response, then
+    // the conclusion; all three say the conclusion was forced.
+    let events = h.events();
+    let forced = &events[events.len() - 3..];
     assert_eq!(
-        h.recorder.llm_interactions()[2].interaction_type,
+        forced.iter().map(|e| e.event_type).collect::<Vec<_>>(),
+        vec![T::LlmThinking, T::LlmResponse, T::FinalAnalysis]
+    );
+    assert_eq!(forced[1].content, "Best conclusion: memory pressure.");
+    for e in forced {
+        assert_eq!(e.metadata["forced_conclusion"], true, "{e:?}");
+        assert_eq!(e.metadata["iterations_used"], 2, "{e:?}");
+        assert_eq!(e.metadata["max_iterations"], 2, "{e:?}");
+    }
+    assert_eq!(forced[0].metadata["source"], "native");
+    assert!(
+        events[..events.len() - 3]
+            .iter()
+            .all(|e| e.metadata.get("forced_conclusion").is_none())
+    );
+    // The forced flag is on the streaming events from their creation.
+    let published = h.recorder.published();
+    let created = published
+        .iter()
+        .find(|p| {
+            p.payload["type"] == "timeline_event.created"
+                && p.payload["event_id"] == forced[1].id.as_str()
+        })
+        .unwrap();
+    assert_eq!(created.payload["status"], "streaming");
+    assert_eq!(created.payload["metadata"]["forced_conclusion"], true);
+    let rec = h.recorder.llm_interactions();
+    assert_eq!(
+        rec[2].interaction_type,
         LlmInteractionType::ForcedConclusion
     );
+    assert_eq!(rec[1].llm_request["iteration"], 2);
+    assert_eq!(
+        rec[2].llm_request["iteration"], 3,
+        "the forced conclusion is the call after the last iteration"
+    );
+    assert_eq!(result.iterations, 2);
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
-//! Engine tests: every controller driven through the real gRPC client
+//! Engine tests: every iteration strategy driven through the real gRPC client
 //! against the scripted LLM server.
 
 mod common;
 mod function_calling;
 mod react;
+mod reference_timeline;
 mod resilience;
 mod single_call;

@@ -27,11 +27,15 @@ async fn react_happy_path_parses_thought_action_and_final_answer() {
     );
     assert_eq!(result.usage.total_tokens, 15);
 
+    // Each turn: the model's raw answer, then the thought the parser
+    // extracted, then what the turn does (tool call or conclusion).
     assert_eq!(
         h.event_types(),
         vec![
+            T::LlmResponse,
             T::LlmThinking,
             T::LlmToolCall,
+            T::LlmResponse,
             T::LlmThinking,
             T::FinalAnalysis
         ]
@@ -42,24 +46,52 @@ async fn react_happy_path_parses_thought_action_and_final_answer() {
             .iter()
             .all(|e| e.status == TimelineEventStatus::Completed)
     );
-    assert_eq!(events[0].metadata["source"], "react");
     assert_eq!(
         events[0].content,
+        "Thought: The pod restarts.\nI should list the pods.\nAction: k8s.pods_list\nAction Input: {\"namespace\": \"shop\"}"
+    );
+    assert_eq!(events[1].metadata["source"], "react");
+    assert_eq!(
+        events[1].content,
         "The pod restarts.\nI should list the pods."
     );
-    assert_eq!(events[1].metadata["arguments"], "{\"namespace\": \"shop\"}");
-    assert_eq!(events[1].content, POD_LIST);
-    // The thought was streamed live (before the parse finished).
-    let streamed: String = h
-        .recorder
-        .published()
+    assert_eq!(events[2].metadata["arguments"], "{\"namespace\": \"shop\"}");
+    assert_eq!(events[2].content, POD_LIST);
+    assert_eq!(
+        events[3].content,
+        "Thought: Seven restarts with OOM.\nFinal Answer: web-1 is OOMKilled; raise its memory limit."
+    );
+    assert_eq!(events[4].content, "Seven restarts with OOM.");
+    assert_eq!(
+        events[5].content,
+        "web-1 is OOMKilled; raise its memory limit."
+    );
+    // The raw answer streams live; the parsed thought is announced once,
+    // complete, after the parse.
+    let published = h.recorder.published();
+    let streamed: String = published
         .iter()
         .filter(|p| {
             p.payload["type"] == "stream.chunk" && p.payload["event_id"] == events[0].id.as_str()
         })
         .map(|p| p.payload["delta"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(streamed, "The pod restarts.\nI should list the pods.\n");
+    assert_eq!(streamed, events[0].content);
+    let thought_created = published
+        .iter()
+        .find(|p| {
+            p.payload["type"] == "timeline_event.created"
+                && p.payload["event_id"] == events[1].id.as_str()
+        })
+        .unwrap();
+    assert_eq!(thought_created.payload["status"], "completed");
+    assert!(
+        !published
+            .iter()
+            .any(|p| p.payload["type"] == "stream.chunk"
+                && p.payload["event_type"] != "llm_response"),
+        "only the raw answer streams"
+    );
 
     let calls = h.tools.calls();
     assert_eq!(calls[0].name, "k8s.pods_list");
@@ -180,6 +212,32 @@ async fn react_forced_conclusion_uses_the_final_answer_format() {
         h.events_of(T::FinalAnalysis)[0].content,
         "Memory limit too low."
     );
+    // The conclusion's events say it was forced, after how many iterations.
+    let events = h.events();
+    let forced: Vec<_> = events[3..].iter().map(|e| e.event_type).collect();
+    assert_eq!(
+        forced,
+        vec![T::LlmResponse, T::LlmThinking, T::FinalAnalysis]
+    );
+    for e in &events[3..] {
+        assert_eq!(e.metadata["forced_conclusion"], true, "{e:?}");
+        assert_eq!(e.metadata["iterations_used"], 1, "{e:?}");
+        assert_eq!(e.metadata["max_iterations"], 1, "{e:?}");
+    }
+    assert_eq!(events[4].metadata["source"], "react");
+    assert!(
+        events[..3]
+            .iter()
+            .all(|e| e.metadata.get("forced_conclusion").is_none())
+    );
+    // The forced-conclusion request is the call after the last iteration.
+    let rec = h.recorder.llm_interactions();
+    assert_eq!(
+        rec[1].interaction_type,
+        LlmInteractionType::ForcedConclusion
+    );
+    assert_eq!(rec[0].llm_request["iteration"], 1);
+    assert_eq!(rec[1].llm_request["iteration"], 2);
 }
 
 #[tokio::test]

@@ -242,6 +242,12 @@ async fn large_results_are_summarized_streamed_and_recorded() {
     assert_eq!(summary.content, "60 pods, all running.");
     assert_eq!(summary.metadata["server_name"], "k8s");
     assert_eq!(summary.metadata["tool_name"], "pods_list");
+    // How big the result was (estimated tokens) and which model condensed it.
+    assert_eq!(
+        summary.metadata["original_tokens"],
+        big.len().div_ceil(4) as u64
+    );
+    assert_eq!(summary.metadata["summarization_model"], "primary-model");
     assert_eq!(summary.status, TimelineEventStatus::Completed);
     let rec = h.recorder.llm_interactions();
     assert_eq!(rec[1].interaction_type, LlmInteractionType::Summarization);

@@ -32,11 +32,37 @@ async fn synthesis_combines_previous_results_in_one_tool_less_call() {
     );
     assert!(reqs[0].last_message().contains("memory limit 128Mi"));
     assert!(h.tools.calls().is_empty());
-    assert_eq!(h.event_types(), vec![T::LlmThinking, T::FinalAnalysis]);
-    // The conclusion streamed straight into final_analysis.
-    assert!(h.recorder.published().iter().any(
-        |p| p.payload["type"] == "stream.chunk" && p.payload["event_type"] == "final_analysis"
-    ));
+    // Like a native-thinking final answer: the answer streams as
+    // llm_response, then the conclusion is recorded whole.
+    assert_eq!(
+        h.event_types(),
+        vec![T::LlmThinking, T::LlmResponse, T::FinalAnalysis]
+    );
+    let events = h.events();
+    assert_eq!(events[1].content, "Combined: web-1 is OOMKilled.");
+    assert_eq!(events[2].content, "Combined: web-1 is OOMKilled.");
+    let published = h.recorder.published();
+    assert!(
+        published
+            .iter()
+            .any(|p| p.payload["type"] == "stream.chunk"
+                && p.payload["event_type"] == "llm_response")
+    );
+    assert!(
+        !published
+            .iter()
+            .any(|p| p.payload["type"] == "stream.chunk"
+                && p.payload["event_type"] == "final_analysis"),
+        "final_analysis is not streamed"
+    );
+    let final_created = published
+        .iter()
+        .find(|p| {
+            p.payload["type"] == "timeline_event.created"
+                && p.payload["event_type"] == "final_analysis"
+        })
+        .unwrap();
+    assert_eq!(final_created.payload["status"], "completed");
     assert_eq!(
         h.recorder.llm_interactions()[0].interaction_type,
         LlmInteractionType::Synthesis
@@ -84,9 +110,12 @@ async fn single_call_records_native_tool_output() {
     );
     let result = run_agent(h.ctx(config(IterationStrategy::SingleCall, 1)), None).await;
     assert_eq!(result.status, ExecutionStatus::Completed);
+    // Native tool results are recorded once the answer is complete, before
+    // the conclusion.
     assert_eq!(
         h.event_types(),
         vec![
+            T::LlmResponse,
             T::CodeExecution,
             T::GoogleSearchResult,
             T::UrlContextResult,

@@ -6,27 +6,22 @@ use async_trait::async_trait;
 use serde_json::json;
 use tarsy_core::{ConversationMessage, ExecutionStatus, IterationStrategy, LlmInteractionType};
 
-use super::run::{Run, Stop, TextTarget};
-use super::{Controller, finish};
+use super::{Strategy, run_with};
 use crate::execution::{ExecutionContext, ExecutionResult};
+use crate::run::{Run, Stop};
 
-/// The single-call controller.
+/// The single-call strategy.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SingleCallController;
+pub(crate) struct SingleCall;
 
 #[async_trait]
-impl Controller for SingleCallController {
+impl Strategy for SingleCall {
     async fn run(
         &self,
         ctx: &ExecutionContext,
         prev_stage_context: Option<&str>,
     ) -> ExecutionResult {
-        let mut run = match Run::start(ctx, prev_stage_context).await {
-            Ok(r) => r,
-            Err((r, stop)) => return finish(&r, Err(stop)),
-        };
-        let outcome = drive(&mut run).await;
-        finish(&run, outcome)
+        run_with(ctx, prev_stage_context, drive).await
     }
 }
 
@@ -40,7 +35,7 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
         _ => |_: &_| LlmInteractionType::FinalAnalysis,
     };
     let resp = match run
-        .call_conversation(classify, &[], TextTarget::Final, deadline)
+        .call_conversation(run.turn(classify, &[], deadline))
         .await
     {
         Ok(r) => r,
@@ -72,5 +67,8 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
         false,
     )
     .await?;
+    // Streamed as llm_response; the conclusion is recorded whole, as for a
+    // function-calling final answer.
+    run.final_event(&resp.text, json!({})).await?;
     Ok(ExecutionResult::completed(resp.text, run.usage, 1))
 }

@@ -3,22 +3,21 @@
 //! next step, observations go back as user messages.
 
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{Value, json};
 use tarsy_core::{
-    ConversationMessage, ExecutionStatus, LlmInteractionType, RecordError, TimelineEventStatus,
-    TimelineEventType, ToolCall, ToolResult,
+    ConversationMessage, ExecutionStatus, LlmInteractionType, RecordError, TimelineEventType,
+    ToolCall, ToolResult,
 };
 
-use super::function_calling::forced_conclusion;
-use super::run::{CallError, LlmResponse, Run, Stop, TextTarget};
-use super::{Controller, finish};
+use super::forced_conclusion::forced_conclusion;
+use super::{Strategy, run_with};
 use crate::execution::{ExecutionContext, ExecutionResult};
 use crate::react_parser::{self, ReactStep};
-use crate::recording::EventHandle;
+use crate::run::{CallError, LlmResponse, Run, Stop, merged};
 
-/// The ReAct controller.
+/// The ReAct strategy.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ReactController;
+pub(crate) struct React;
 
 fn classify(r: &LlmResponse) -> LlmInteractionType {
     if react_parser::parse(&r.text).is_final_answer() {
@@ -29,52 +28,35 @@ fn classify(r: &LlmResponse) -> LlmInteractionType {
 }
 
 #[async_trait]
-impl Controller for ReactController {
+impl Strategy for React {
     async fn run(
         &self,
         ctx: &ExecutionContext,
         prev_stage_context: Option<&str>,
     ) -> ExecutionResult {
-        let mut run = match Run::start(ctx, prev_stage_context).await {
-            Ok(r) => r,
-            Err((r, stop)) => return finish(&r, Err(stop)),
-        };
-        let outcome = drive(&mut run).await;
-        finish(&run, outcome)
+        run_with(ctx, prev_stage_context, drive).await
     }
 }
 
-/// Completes the streamed thought with the parser's text (or creates it when
-/// nothing was streamed).
-pub(crate) async fn complete_thought(
+/// The thought the parser extracted from a ReAct answer, as an
+/// `llm_thinking` event (source `react`) recorded whole after the raw
+/// answer; `extra` is merged into its metadata.
+pub(crate) async fn thought_event(
     run: &mut Run<'_>,
-    event: Option<EventHandle>,
     thought: Option<&str>,
+    extra: &Value,
 ) -> Result<(), RecordError> {
-    let thought = thought.map(str::trim).filter(|t| !t.is_empty());
-    match (event, thought) {
-        (Some(mut ev), Some(t)) => {
-            run.rec
-                .complete(&mut ev, t, TimelineEventStatus::Completed, None)
-                .await
-        }
-        (Some(mut ev), None) => {
-            let content = ev.content.trim().to_string();
-            run.rec
-                .complete(&mut ev, &content, TimelineEventStatus::Completed, None)
-                .await
-        }
-        (None, Some(t)) => run
-            .rec
-            .create_completed(
-                TimelineEventType::LlmThinking,
-                t,
-                json!({"source": "react"}),
-            )
-            .await
-            .map(|_| ()),
-        (None, None) => Ok(()),
-    }
+    let Some(thought) = thought.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(());
+    };
+    run.rec
+        .create_completed(
+            TimelineEventType::LlmThinking,
+            thought,
+            merged(json!({"source": "react"}), extra),
+        )
+        .await
+        .map(|_| ())
 }
 
 fn first_line(s: &str) -> &str {
@@ -97,7 +79,7 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
         run.state.current_iteration = iteration;
         let deadline = run.iteration_deadline();
         let resp = match run
-            .call_conversation(classify, &[], TextTarget::ReactThought, deadline)
+            .call_conversation(run.turn(classify, &[], deadline))
             .await
         {
             Ok(r) => r,
@@ -122,10 +104,10 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
             .await?;
         }
         let parsed = react_parser::parse(&resp.text);
-        complete_thought(run, resp.thought_event, parsed.thought.as_deref()).await?;
+        thought_event(run, parsed.thought.as_deref(), &json!({})).await?;
         match parsed.step(&run.tools) {
             ReactStep::FinalAnswer(answer) => {
-                run.final_event(&answer).await?;
+                run.final_event(&answer, json!({})).await?;
                 return Ok(ExecutionResult::completed(answer, run.usage, iteration));
             }
             ReactStep::CallTool { name, input } => {

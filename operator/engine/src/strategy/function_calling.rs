@@ -6,14 +6,14 @@ use async_trait::async_trait;
 use serde_json::json;
 use tarsy_core::{ConversationMessage, ExecutionStatus, LlmInteractionType};
 
-use super::run::{CallError, LlmResponse, Run, Stop, TextTarget};
-use super::{Controller, finish};
+use super::forced_conclusion::forced_conclusion;
+use super::{Strategy, run_with};
 use crate::execution::{ExecutionContext, ExecutionResult};
-use crate::react_parser;
+use crate::run::{CallError, LlmResponse, Run, Stop};
 
-/// The function-calling controller.
+/// The function-calling strategy.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FunctionCallingController;
+pub(crate) struct FunctionCalling;
 
 fn classify(r: &LlmResponse) -> LlmInteractionType {
     if r.tool_calls.is_empty() && !r.text.trim().is_empty() {
@@ -24,18 +24,13 @@ fn classify(r: &LlmResponse) -> LlmInteractionType {
 }
 
 #[async_trait]
-impl Controller for FunctionCallingController {
+impl Strategy for FunctionCalling {
     async fn run(
         &self,
         ctx: &ExecutionContext,
         prev_stage_context: Option<&str>,
     ) -> ExecutionResult {
-        let mut run = match Run::start(ctx, prev_stage_context).await {
-            Ok(r) => r,
-            Err((r, stop)) => return finish(&r, Err(stop)),
-        };
-        let outcome = drive(&mut run).await;
-        finish(&run, outcome)
+        run_with(ctx, prev_stage_context, drive).await
     }
 }
 
@@ -53,7 +48,7 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
         run.state.current_iteration = iteration;
         let deadline = run.iteration_deadline();
         let resp = match run
-            .call_conversation(classify, &tools, TextTarget::Response, deadline)
+            .call_conversation(run.turn(classify, &tools, deadline))
             .await
         {
             Ok(r) => r,
@@ -85,7 +80,7 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
                 false,
             )
             .await?;
-            run.final_event(&resp.text).await?;
+            run.final_event(&resp.text, json!({})).await?;
             return Ok(ExecutionResult::completed(resp.text, run.usage, iteration));
         }
         run.push_message(
@@ -131,91 +126,4 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
 /// An executor failure as the function-calling model sees it.
 fn executor_failure_text(message: &str) -> String {
     format!("Error: tool execution failed: {message}")
-}
-
-/// At max iterations: fail if the last interaction failed, otherwise one
-/// more call without tools asking for the conclusion.
-pub(crate) async fn forced_conclusion(
-    run: &mut Run<'_>,
-    react: bool,
-) -> Result<ExecutionResult, Stop> {
-    let max = run.state.max_iterations;
-    if run.state.last_interaction_failed {
-        return Ok(ExecutionResult::ended(
-            ExecutionStatus::Failed,
-            format!(
-                "max iterations ({max}) reached with last interaction failed: {}",
-                run.state.last_error_message
-            ),
-            run.usage,
-            run.state.current_iteration,
-        ));
-    }
-    let prompt = run
-        .prompts
-        .forced_conclusion_prompt(max, run.ctx.config.iteration_strategy);
-    run.push_message(ConversationMessage::user(prompt), false)
-        .await?;
-    let deadline = run.iteration_deadline();
-    let target = if react {
-        TextTarget::ReactThought
-    } else {
-        TextTarget::Final
-    };
-    let resp = match run
-        .call_conversation(
-            |_| LlmInteractionType::ForcedConclusion,
-            &[],
-            target,
-            deadline,
-        )
-        .await
-    {
-        Ok(r) => r,
-        Err(e) => {
-            let msg = run.llm_failure(e).await?;
-            return Ok(ExecutionResult::ended(
-                ExecutionStatus::Failed,
-                format!("forced conclusion failed: {msg}"),
-                run.usage,
-                run.state.current_iteration,
-            ));
-        }
-    };
-    if !resp.text.trim().is_empty() {
-        run.push_message(
-            ConversationMessage::assistant(resp.text.clone(), Vec::new()),
-            false,
-        )
-        .await?;
-    }
-    let answer = if react {
-        let parsed = react_parser::parse(&resp.text);
-        super::react::complete_thought(run, resp.thought_event, parsed.thought.as_deref()).await?;
-        let answer = react_parser::forced_conclusion_answer(&parsed, &resp.text);
-        if !answer.trim().is_empty() {
-            run.final_event(&answer).await?;
-        }
-        answer
-    } else {
-        resp.text
-    };
-    if answer.trim().is_empty() {
-        run.error_event(
-            "The forced conclusion returned an empty response",
-            json!({"kind": "empty_response"}),
-        )
-        .await?;
-        return Ok(ExecutionResult::ended(
-            ExecutionStatus::Failed,
-            format!("max iterations ({max}) reached and the forced conclusion was empty"),
-            run.usage,
-            run.state.current_iteration,
-        ));
-    }
-    Ok(ExecutionResult::completed(
-        answer,
-        run.usage,
-        run.state.current_iteration,
-    ))
 }
