@@ -246,7 +246,7 @@ pub fn build_pod(inputs: &PodInputs<'_>, settings: &PodSettings) -> Result<Pod, 
                 .get(server)
                 .ok_or_else(|| PodError::NoBridgePort(server.clone()))?;
             // The kubelet probes the pod IP, so the bridge listens on all
-            // interfaces; the NetworkPolicy in rbac/ keeps others out.
+            // interfaces; the chart's NetworkPolicy keeps others out.
             let mut args = vec![
                 "mcp-bridge".to_string(),
                 "--listen".to_string(),
