@@ -20,7 +20,8 @@ use tarsy_api::{
     AlertAccepted, Api, ApiConfig, CancelError, CancelOutcome, ChatAccepted, ChatError,
     ChatSubmission, NewAlert, SessionControl, SubmitError,
 };
-use tarsy_core::EventPublisher;
+use tarsy_core::stream::timestamp;
+use tarsy_core::{EventPublisher, StreamEvent, TimelineEventType};
 use tarsy_events::EventHub;
 use tarsy_store::Store;
 use tokio_tungstenite::tungstenite::Message;
@@ -85,16 +86,22 @@ async fn measure(label: &str, store: Store, rounds: usize) {
     ] {
         let mut samples = Vec::with_capacity(rounds);
         for i in 0..rounds + rounds / 10 {
-            let payload = json!({"type": "stream.chunk", "event_id": "te-1", "session_id": "bench",
-                                 "delta": "token ", "seq": i});
+            let event = StreamEvent::StreamChunk {
+                event_id: format!("te-{i}"),
+                session_id: "bench".into(),
+                execution_id: None,
+                event_type: TimelineEventType::LlmResponse,
+                delta: "token ".into(),
+                timestamp: timestamp(),
+            };
             let start = Instant::now();
             if persistent {
                 publisher
-                    .publish("bench", "session:bench", payload)
+                    .publish("session:bench", &event)
                     .await
                     .expect("publish");
             } else {
-                publisher.publish_transient("session:bench", payload).await;
+                publisher.publish_transient("session:bench", &event).await;
             }
             let got = next(&mut ws).await;
             let elapsed = start.elapsed();

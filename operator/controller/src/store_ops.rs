@@ -45,7 +45,12 @@ pub(crate) async fn perform(
                     name: &stage.stage_name,
                     index: stage.stage_index,
                 };
-                lifecycle::publish_stage_status(publisher, &stage.session_id, stage_ref, "started")
+                lifecycle::publish_stage_status(
+                    publisher,
+                    &stage.session_id,
+                    stage_ref,
+                    ExecutionStatus::Active,
+                )
                     .await;
             }
         }
@@ -70,7 +75,7 @@ pub(crate) async fn perform(
                     publisher,
                     &stage.session_id,
                     stage_ref,
-                    status.as_str(),
+                    *status,
                 )
                 .await;
             }

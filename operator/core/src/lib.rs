@@ -10,6 +10,7 @@ pub mod control;
 pub mod conversation;
 pub mod recorder;
 pub mod status;
+pub mod stream;
 
 pub use config::{
     LlmProviderConfig, McpSelection, McpServerConfig, McpServerSelection, McpTransport,
@@ -20,6 +21,7 @@ pub use recorder::{
     EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMcpInteraction, NewMessage,
     NewTimelineEvent, RecordError, RecordScope, TimelineEvent,
 };
+pub use stream::{StageEventStatus, StreamEvent};
 pub use status::{
     Backend, ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType,
     McpInteractionType, MessageRole, ParallelType, SessionStatus, StageKind, SuccessPolicy,

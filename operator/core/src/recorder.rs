@@ -4,6 +4,8 @@
 //! [`EventPublisher`]. The engine sees only these traits.
 
 use async_trait::async_trait;
+
+use crate::stream::StreamEvent;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -215,15 +217,10 @@ pub const SESSIONS_CHANNEL: &str = "sessions";
 #[async_trait]
 pub trait EventPublisher: Send + Sync {
     /// A persistent event: stored for catch-up and delivered (on Postgres, in
-    /// one transaction with its NOTIFY). Returns the event id.
-    async fn publish(
-        &self,
-        session_id: &str,
-        channel: &str,
-        payload: Value,
-    ) -> Result<i64, RecordError>;
+    /// one transaction with its NOTIFY) on `channel`. Returns the event id.
+    async fn publish(&self, channel: &str, event: &StreamEvent) -> Result<i64, RecordError>;
 
     /// A transient event (`stream.chunk`): delivered, never stored. Failures
     /// are the publisher's to log; streaming never stops an agent.
-    async fn publish_transient(&self, channel: &str, payload: Value);
+    async fn publish_transient(&self, channel: &str, event: &StreamEvent);
 }

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::Value;
 use tarsy_core::{
+    StreamEvent,
     EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMcpInteraction, NewMessage,
     NewTimelineEvent, RecordError, TimelineEvent, TimelineEventStatus,
 };
@@ -254,25 +255,20 @@ impl ExecutionRecorder for MemoryRecorder {
 
 #[async_trait]
 impl EventPublisher for MemoryRecorder {
-    async fn publish(
-        &self,
-        _session_id: &str,
-        channel: &str,
-        payload: Value,
-    ) -> Result<i64, RecordError> {
+    async fn publish(&self, channel: &str, event: &StreamEvent) -> Result<i64, RecordError> {
         let mut g = self.lock();
         g.published.push(Published {
             channel: channel.to_string(),
-            payload,
+            payload: event.to_value(),
             persistent: true,
         });
         Ok(i64::try_from(g.published.len()).unwrap_or(i64::MAX))
     }
 
-    async fn publish_transient(&self, channel: &str, payload: Value) {
+    async fn publish_transient(&self, channel: &str, event: &StreamEvent) {
         self.lock().published.push(Published {
             channel: channel.to_string(),
-            payload,
+            payload: event.to_value(),
             persistent: false,
         });
     }

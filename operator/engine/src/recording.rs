@@ -25,9 +25,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tarsy_core::recorder::session_channel;
+use tarsy_core::stream::{StreamEvent, timestamp};
 use tarsy_core::{
     ConversationMessage, EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMessage,
     NewTimelineEvent, RecordError, RecordScope, TimelineEventStatus, TimelineEventType,
@@ -85,11 +85,8 @@ impl Recorder {
         &self.scope
     }
 
-    async fn publish(&self, payload: Value) {
-        if let Err(e) = self
-            .publisher
-            .publish(&self.scope.session_id, &self.channel, payload)
-            .await
+    async fn publish(&self, event: StreamEvent) {
+        if let Err(e) = self.publisher.publish(&self.channel, &event).await
         {
             // Live delivery is best effort: the record is stored already.
             tracing::warn!(session_id = %self.scope.session_id, error = %e, "event publish failed");
@@ -117,19 +114,18 @@ impl Recorder {
                 metadata: metadata.clone(),
             })
             .await?;
-        self.publish(json!({
-            "type": "timeline_event.created",
-            "event_id": id,
-            "session_id": self.scope.session_id,
-            "stage_id": self.scope.stage_id,
-            "execution_id": self.scope.execution_id,
-            "sequence_number": seq,
-            "event_type": event_type.as_str(),
-            "status": status.as_str(),
-            "content": content,
-            "metadata": metadata,
-            "timestamp": Utc::now().to_rfc3339(),
-        }))
+        self.publish(StreamEvent::TimelineEventCreated {
+            event_id: id.clone(),
+            session_id: self.scope.session_id.clone(),
+            stage_id: self.scope.stage_id.clone(),
+            execution_id: self.scope.execution_id.clone(),
+            sequence_number: seq,
+            event_type,
+            status,
+            content: content.to_string(),
+            metadata: metadata.clone(),
+            timestamp: timestamp(),
+        })
         .await;
         Ok(EventHandle {
             id,
@@ -167,15 +163,14 @@ impl Recorder {
         self.publisher
             .publish_transient(
                 &self.channel,
-                json!({
-                    "type": "stream.chunk",
-                    "event_id": handle.id,
-                    "session_id": self.scope.session_id,
-                    "execution_id": self.scope.execution_id,
-                    "event_type": handle.event_type.as_str(),
-                    "delta": delta,
-                    "timestamp": Utc::now().to_rfc3339(),
-                }),
+                &StreamEvent::StreamChunk {
+                    event_id: handle.id.clone(),
+                    session_id: self.scope.session_id.clone(),
+                    execution_id: self.scope.execution_id.clone(),
+                    event_type: handle.event_type,
+                    delta: delta.to_string(),
+                    timestamp: timestamp(),
+                },
             )
             .await;
         if handle.pending.len() >= APPEND_FLUSH_BYTES
@@ -209,18 +204,17 @@ impl Recorder {
                 base.insert(k, v);
             }
         }
-        self.publish(json!({
-            "type": "timeline_event.completed",
-            "event_id": handle.id,
-            "session_id": self.scope.session_id,
-            "stage_id": self.scope.stage_id,
-            "execution_id": self.scope.execution_id,
-            "event_type": handle.event_type.as_str(),
-            "status": status.as_str(),
-            "content": content,
-            "metadata": handle.metadata,
-            "timestamp": Utc::now().to_rfc3339(),
-        }))
+        self.publish(StreamEvent::TimelineEventCompleted {
+            event_id: handle.id.clone(),
+            session_id: self.scope.session_id.clone(),
+            stage_id: self.scope.stage_id.clone(),
+            execution_id: self.scope.execution_id.clone(),
+            event_type: handle.event_type,
+            status,
+            content: content.to_string(),
+            metadata: handle.metadata.clone(),
+            timestamp: timestamp(),
+        })
         .await;
         Ok(())
     }

@@ -13,7 +13,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tarsy_core::recorder::SESSIONS_CHANNEL;
 use tarsy_store::{Store, StoredEvent};
 
@@ -136,7 +136,10 @@ impl Connection {
 
     /// The first message sent to a client.
     pub fn welcome(&self) -> Value {
-        json!({"type": "connection.established", "catchup_limit": CATCHUP_LIMIT})
+        ServerMessage::ConnectionEstablished {
+            catchup_limit: CATCHUP_LIMIT,
+        }
+        .into()
     }
 
     /// The next bus item (cancel-safe: use it in `select!`).
@@ -185,7 +188,7 @@ impl Connection {
     /// What to send in answer to a client's message.
     pub async fn handle_client(&mut self, message: ClientMessage) -> Vec<Value> {
         match message {
-            ClientMessage::Ping => vec![json!({"type": "pong"})],
+            ClientMessage::Ping => vec![ServerMessage::Pong.into()],
             ClientMessage::Subscribe {
                 channel,
                 last_event_id,
@@ -194,7 +197,10 @@ impl Connection {
                     return vec![error_message(e.to_string())];
                 }
                 if self.channels.contains_key(&channel) {
-                    let mut out = vec![confirmed("subscription.confirmed", &channel)];
+                    let mut out = vec![ServerMessage::SubscriptionConfirmed {
+                        channel: channel.clone(),
+                    }
+                    .into()];
                     if let Some(after) = last_event_id {
                         out.extend(self.catch_up(&channel, after).await);
                     }
@@ -213,14 +219,19 @@ impl Connection {
                 }
                 self.channels
                     .insert(channel.clone(), ChannelState::default());
-                let mut out = vec![confirmed("subscription.confirmed", &channel)];
+                let mut out = vec![
+                    ServerMessage::SubscriptionConfirmed {
+                        channel: channel.clone(),
+                    }
+                    .into(),
+                ];
                 out.extend(self.catch_up(&channel, last_event_id.unwrap_or(0)).await);
                 out
             }
             ClientMessage::Unsubscribe { channel } => {
                 self.sub.unsubscribe(&channel);
                 self.channels.remove(&channel);
-                vec![confirmed("unsubscription.confirmed", &channel)]
+                vec![ServerMessage::UnsubscriptionConfirmed { channel }.into()]
             }
             ClientMessage::Catchup {
                 channel,
@@ -251,12 +262,14 @@ impl Connection {
             }
         };
         if events.len() > CATCHUP_LIMIT {
-            return vec![json!({
-                "type": "catchup.overflow",
-                "channel": channel,
-                "last_event_id": after,
-                "limit": CATCHUP_LIMIT,
-            })];
+            return vec![
+                ServerMessage::CatchupOverflow {
+                    channel: channel.to_string(),
+                    last_event_id: after,
+                    limit: CATCHUP_LIMIT,
+                }
+                .into(),
+            ];
         }
         let Some(state) = self.channels.get_mut(channel) else {
             return Vec::new();
@@ -269,12 +282,44 @@ impl Connection {
     }
 }
 
-fn confirmed(kind: &str, channel: &str) -> Value {
-    json!({"type": kind, "channel": channel})
+/// What the server says about the connection itself (the events it
+/// delivers are [`tarsy_core::StreamEvent`]s).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "type")]
+enum ServerMessage {
+    /// The first message: the protocol's limits.
+    #[serde(rename = "connection.established")]
+    ConnectionEstablished { catchup_limit: usize },
+    /// The answer to `ping`.
+    #[serde(rename = "pong")]
+    Pong,
+    /// A subscription is active (events committed from now on arrive).
+    #[serde(rename = "subscription.confirmed")]
+    SubscriptionConfirmed { channel: String },
+    /// A subscription ended.
+    #[serde(rename = "unsubscription.confirmed")]
+    UnsubscriptionConfirmed { channel: String },
+    /// More than `limit` events to catch up: read the records over REST.
+    #[serde(rename = "catchup.overflow")]
+    CatchupOverflow {
+        channel: String,
+        last_event_id: i64,
+        limit: usize,
+    },
+    /// A request could not be served.
+    #[serde(rename = "error")]
+    Error { message: String },
+}
+
+impl From<ServerMessage> for Value {
+    fn from(m: ServerMessage) -> Self {
+        // Strings and numbers only: serialization cannot fail.
+        serde_json::to_value(m).unwrap_or(Value::Null)
+    }
 }
 
 fn error_message(message: String) -> Value {
-    json!({"type": "error", "message": message})
+    ServerMessage::Error { message }.into()
 }
 
 /// The client form of an event: its payload plus `channel` and, for stored

@@ -4,11 +4,10 @@
 //! accepted chat question (`chat.created`, `chat.user_message`). Delivery
 //! is best effort: the records are stored already, a failure is logged.
 
-use chrono::Utc;
-use serde_json::{Value, json};
 use tarsy_core::control::{ChatAccepted, ChatSubmission};
 use tarsy_core::recorder::{SESSIONS_CHANNEL, session_channel};
-use tarsy_core::{EventPublisher, SessionStatus};
+use tarsy_core::stream::timestamp;
+use tarsy_core::{EventPublisher, ExecutionStatus, SessionStatus, StreamEvent};
 
 /// A stage as `stage.status` names it.
 #[derive(Debug, Clone, Copy)]
@@ -27,45 +26,37 @@ pub async fn publish_session_status(
     session_id: &str,
     status: SessionStatus,
 ) {
-    let payload = json!({
-        "type": "session.status",
-        "session_id": session_id,
-        "status": status.as_str(),
-        "timestamp": Utc::now().to_rfc3339(),
-    });
-    publish(
-        publisher,
-        session_id,
-        &session_channel(session_id),
-        payload.clone(),
-    )
-    .await;
-    publish(publisher, session_id, SESSIONS_CHANNEL, payload).await;
+    let event = StreamEvent::SessionStatus {
+        session_id: session_id.to_string(),
+        status,
+        timestamp: timestamp(),
+    };
+    publish(publisher, &session_channel(session_id), &event).await;
+    publish(publisher, SESSIONS_CHANNEL, &event).await;
 }
 
-/// Publishes `stage.status` (`started`, `completed`, `failed`, `timed_out`,
-/// `cancelled`) on the session's channel.
+/// Publishes `stage.status` on the session's channel: `started` for a
+/// pending or active stage, else its outcome.
 pub async fn publish_stage_status(
     publisher: &dyn EventPublisher,
     session_id: &str,
     stage: StageRef<'_>,
-    status: &str,
+    status: ExecutionStatus,
 ) {
-    let payload = json!({
-        "type": "stage.status",
-        "session_id": session_id,
-        "stage_id": stage.id,
-        "stage_name": stage.name,
-        "stage_index": stage.index,
-        "status": status,
-        "timestamp": Utc::now().to_rfc3339(),
-    });
-    publish(publisher, session_id, &session_channel(session_id), payload).await;
+    let event = StreamEvent::StageStatus {
+        session_id: session_id.to_string(),
+        stage_id: stage.id.to_string(),
+        stage_name: stage.name.to_string(),
+        stage_index: stage.index,
+        status: status.into(),
+        timestamp: timestamp(),
+    };
+    publish(publisher, &session_channel(session_id), &event).await;
 }
 
-async fn publish(publisher: &dyn EventPublisher, session_id: &str, channel: &str, payload: Value) {
-    if let Err(e) = publisher.publish(session_id, channel, payload).await {
-        tracing::warn!(%session_id, %channel, error = %e, "event not published");
+async fn publish(publisher: &dyn EventPublisher, channel: &str, event: &StreamEvent) {
+    if let Err(e) = publisher.publish(channel, event).await {
+        tracing::warn!(session_id = %event.session_id(), %channel, error = %e, "event not published");
     }
 }
 
@@ -79,30 +70,24 @@ pub async fn publish_chat_accepted(
 ) {
     let session_id = submission.session_id.as_str();
     let channel = session_channel(session_id);
-    let now = chrono::Utc::now().to_rfc3339();
-    let mut events = Vec::with_capacity(2);
+    let now = timestamp();
     if accepted.chat_created {
-        events.push(serde_json::json!({
-            "type": "chat.created",
-            "session_id": session_id,
-            "chat_id": accepted.chat_id,
-            "created_by": submission.author,
-            "timestamp": now,
-        }));
+        let created = StreamEvent::ChatCreated {
+            session_id: session_id.to_string(),
+            chat_id: accepted.chat_id.clone(),
+            created_by: submission.author.clone(),
+            timestamp: now.clone(),
+        };
+        publish(publisher, &channel, &created).await;
     }
-    events.push(serde_json::json!({
-        "type": "chat.user_message",
-        "session_id": session_id,
-        "chat_id": accepted.chat_id,
-        "message_id": accepted.message_id,
-        "stage_id": accepted.stage_id,
-        "content": submission.content.trim(),
-        "author": submission.author,
-        "timestamp": now,
-    }));
-    for event in events {
-        if let Err(e) = publisher.publish(session_id, &channel, event).await {
-            tracing::warn!(%session_id, error = %e, "chat event not published");
-        }
-    }
+    let message = StreamEvent::ChatUserMessage {
+        session_id: session_id.to_string(),
+        chat_id: accepted.chat_id.clone(),
+        message_id: accepted.message_id.clone(),
+        stage_id: accepted.stage_id.clone(),
+        content: submission.content.trim().to_string(),
+        author: submission.author.clone(),
+        timestamp: now,
+    };
+    publish(publisher, &channel, &message).await;
 }

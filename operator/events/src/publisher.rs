@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
-use tarsy_core::{EventPublisher, RecordError};
+use tarsy_core::{EventPublisher, RecordError, StreamEvent};
 use tarsy_store::{BackendKind, NOTIFY_PAYLOAD_LIMIT, Store};
 
 use crate::bus::{Delivery, EventBus};
@@ -36,12 +36,9 @@ impl StorePublisher {
 
 #[async_trait]
 impl EventPublisher for StorePublisher {
-    async fn publish(
-        &self,
-        session_id: &str,
-        channel: &str,
-        payload: Value,
-    ) -> Result<i64, RecordError> {
+    async fn publish(&self, channel: &str, event: &StreamEvent) -> Result<i64, RecordError> {
+        let session_id = event.session_id();
+        let payload = event.to_value();
         match &self.local {
             Some(bus) => {
                 let id = self
@@ -62,7 +59,8 @@ impl EventPublisher for StorePublisher {
         }
     }
 
-    async fn publish_transient(&self, channel: &str, payload: Value) {
+    async fn publish_transient(&self, channel: &str, event: &StreamEvent) {
+        let payload = event.to_value();
         if let Some(bus) = &self.local {
             bus.dispatch(Delivery {
                 channel: channel.to_string(),

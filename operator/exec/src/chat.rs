@@ -102,7 +102,13 @@ impl Answer {
         {
             tracing::warn!(%session_id, error = %e, "cannot mark the chat stage active");
         }
-        publish_stage_status(publisher.as_ref(), session_id, self.stage_ref(), "started").await;
+        publish_stage_status(
+            publisher.as_ref(),
+            session_id,
+            self.stage_ref(),
+            ExecutionStatus::Active,
+        )
+        .await;
         if let Err(e) = store.touch_chat(&self.chat_id, owner).await {
             tracing::warn!(%session_id, error = %e, "chat heartbeat failed");
         }
@@ -149,7 +155,7 @@ impl Answer {
             publisher.as_ref(),
             &self.session_id,
             self.stage_ref(),
-            status.as_str(),
+            status,
         )
         .await;
     }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
-use serde_json::{Value, json};
-use tarsy_core::{EventPublisher, RecordError};
+use serde_json::json;
+use tarsy_core::{EventPublisher, RecordError, StreamEvent};
 use tarsy_crds::{API_VERSION, AgentExecution, AgentExecutionStatus, McpServerOutcome};
 use tarsy_exec::LlmCallNotice;
 use tarsy_store::Store;
@@ -81,19 +81,14 @@ pub(crate) struct NotifyingPublisher {
 
 #[async_trait]
 impl EventPublisher for NotifyingPublisher {
-    async fn publish(
-        &self,
-        session_id: &str,
-        channel: &str,
-        payload: Value,
-    ) -> Result<i64, RecordError> {
-        let out = self.inner.publish(session_id, channel, payload).await;
+    async fn publish(&self, channel: &str, event: &StreamEvent) -> Result<i64, RecordError> {
+        let out = self.inner.publish(channel, event).await;
         self.changed.notify_one();
         out
     }
 
-    async fn publish_transient(&self, channel: &str, payload: Value) {
-        self.inner.publish_transient(channel, payload).await;
+    async fn publish_transient(&self, channel: &str, event: &StreamEvent) {
+        self.inner.publish_transient(channel, event).await;
     }
 }
 

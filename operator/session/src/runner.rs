@@ -363,7 +363,7 @@ impl SessionRun {
                         &meta.id,
                         &meta.name,
                         i64::from(db_index),
-                        status.as_str(),
+                        status,
                     )
                     .await;
                 Ok(())
@@ -522,7 +522,7 @@ impl SessionRun {
                 &stage.id,
                 &stage.stage_name,
                 i64::from(start.db_index),
-                "started",
+                ExecutionStatus::Active,
             )
             .await;
 

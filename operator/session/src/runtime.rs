@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tarsy_config::Config;
-use tarsy_core::{EventPublisher, SessionStatus};
+use tarsy_core::{EventPublisher, ExecutionStatus, SessionStatus};
 use tarsy_crds::ChainSpec;
 use tarsy_exec::{Launcher, LlmRouter, Summarizer};
 use tarsy_masking::MaskingService;
@@ -107,7 +107,7 @@ impl Runtime {
         stage_id: &str,
         stage_name: &str,
         stage_index: i64,
-        status: &str,
+        status: ExecutionStatus,
     ) {
         let stage = tarsy_events::lifecycle::StageRef {
             id: stage_id,

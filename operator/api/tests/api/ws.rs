@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tarsy_api::ApiConfig;
-use tarsy_core::EventPublisher;
+use tarsy_core::stream::timestamp;
+use tarsy_core::{
+    EventPublisher, SessionStatus, StreamEvent, TimelineEventStatus, TimelineEventType,
+};
 use tarsy_store::{NOTIFY_PAYLOAD_LIMIT, Store};
 
 use crate::common::{
@@ -14,17 +17,48 @@ use crate::common::{
 };
 use crate::on_both_backends;
 
+/// The `n`-th timeline event of `session` (its `sequence_number` is `n`).
+fn created(session: &str, n: usize) -> StreamEvent {
+    StreamEvent::TimelineEventCreated {
+        event_id: format!("te-{n}"),
+        session_id: session.into(),
+        stage_id: None,
+        execution_id: None,
+        sequence_number: n as i64,
+        event_type: TimelineEventType::LlmResponse,
+        status: TimelineEventStatus::Completed,
+        content: format!("event {n}"),
+        metadata: json!({}),
+        timestamp: timestamp(),
+    }
+}
+
+fn chunk(session: &str, event_id: &str, delta: &str) -> StreamEvent {
+    StreamEvent::StreamChunk {
+        event_id: event_id.into(),
+        session_id: session.into(),
+        execution_id: None,
+        event_type: TimelineEventType::LlmResponse,
+        delta: delta.into(),
+        timestamp: timestamp(),
+    }
+}
+
+fn session_status(session: &str, status: SessionStatus) -> StreamEvent {
+    StreamEvent::SessionStatus {
+        session_id: session.into(),
+        status,
+        timestamp: timestamp(),
+    }
+}
+
 async fn publish_n(app: &TestApp, session: &str, from: usize, to: usize) -> Vec<i64> {
     let channel = format!("session:{session}");
     let mut ids = Vec::new();
     for n in from..to {
         ids.push(
             app.publisher
-                .publish(
-                    session,
-                    &channel,
-                    json!({"type": "timeline_event.created", "n": n}),
-                )
+                .publish(&channel, &created(session, n))
                 .await
                 .unwrap(),
         );
@@ -86,7 +120,7 @@ async fn protocol_basics(store: Store) {
         json!({"type": "unsubscription.confirmed", "channel": "sessions"})
     );
     app.publisher
-        .publish("s", "sessions", json!({"type": "session.status"}))
+        .publish("sessions", &session_status("s", SessionStatus::Completed))
         .await
         .unwrap();
     ws_quiet(&mut ws, 300).await;
@@ -99,7 +133,7 @@ async fn auto_catchup_then_live_without_duplicates(store: Store) {
     ws_subscribe(&mut ws, "session:s1").await;
     for (n, id) in before.iter().enumerate() {
         let event = ws_next(&mut ws).await;
-        assert_eq!(event["n"], n, "{event}");
+        assert_eq!(event["sequence_number"], n, "{event}");
         assert_eq!(event["db_event_id"], *id);
         assert_eq!(event["channel"], "session:s1");
         assert_eq!(event["type"], "timeline_event.created");
@@ -107,7 +141,7 @@ async fn auto_catchup_then_live_without_duplicates(store: Store) {
     let live = publish_n(&app, "s1", 3, 4).await;
     let event = ws_next(&mut ws).await;
     assert_eq!(
-        (event["n"].clone(), event["db_event_id"].clone()),
+        (event["sequence_number"].clone(), event["db_event_id"].clone()),
         (json!(3), json!(live[0]))
     );
     // Other sessions' events do not leak in.
@@ -163,7 +197,7 @@ async fn catchup_overflow_at_200(store: Store) {
     let mut ws = ws_connect(&app.ws_url).await;
     ws_subscribe(&mut ws, "session:full").await;
     for n in 0..200 {
-        assert_eq!(ws_next(&mut ws).await["n"], n);
+        assert_eq!(ws_next(&mut ws).await["sequence_number"], n);
     }
     ws_subscribe(&mut ws, "session:over").await;
     let overflow = ws_next(&mut ws).await;
@@ -173,7 +207,7 @@ async fn catchup_overflow_at_200(store: Store) {
     );
     // The subscription stands: live events keep coming after the overflow.
     publish_n(&app, "over", 201, 202).await;
-    assert_eq!(ws_next(&mut ws).await["n"], 201);
+    assert_eq!(ws_next(&mut ws).await["sequence_number"], 201);
     // A catch-up from a recent point fits again.
     ws_send(
         &mut ws,
@@ -191,7 +225,7 @@ async fn transient_chunks_are_delivered_not_stored(store: Store) {
         app.publisher
             .publish_transient(
                 "session:s1",
-                json!({"type": "stream.chunk", "event_id": "te-1", "session_id": "s1", "delta": delta}),
+                &chunk("s1", "te-1", delta),
             )
             .await;
     }
@@ -307,22 +341,18 @@ async fn events_cross_replicas_through_notify() {
             for ws in [&mut on_a, &mut on_b] {
                 let event = ws_next(ws).await;
                 assert_eq!(
-                    (event["n"].clone(), event["db_event_id"].clone()),
+                    (event["sequence_number"].clone(), event["db_event_id"].clone()),
                     (json!(n), json!(*id))
                 );
             }
         }
         b.publisher
-            .publish(
-                "x",
-                "sessions",
-                json!({"type": "session.status", "status": "completed"}),
-            )
+            .publish("sessions", &session_status("x", SessionStatus::Completed))
             .await
             .unwrap();
         assert_eq!(ws_next(&mut on_b).await["type"], "session.status");
         a.publisher
-            .publish_transient("session:x", json!({"type": "stream.chunk", "delta": "tok"}))
+            .publish_transient("session:x", &chunk("x", "te-1", "tok"))
             .await;
         for ws in [&mut on_a, &mut on_b] {
             let chunk = ws_next(ws).await;
@@ -358,9 +388,18 @@ async fn oversized_payloads_take_the_envelope_path() {
         let id = a
             .publisher
             .publish(
-                "big",
                 "session:big",
-                json!({"type": "timeline_event.completed", "event_id": "te-9", "content": content}),
+                &StreamEvent::TimelineEventCompleted {
+                    event_id: "te-9".into(),
+                    session_id: "big".into(),
+                    stage_id: None,
+                    execution_id: None,
+                    event_type: TimelineEventType::LlmResponse,
+                    status: TimelineEventStatus::Completed,
+                    content: content.clone(),
+                    metadata: json!({}),
+                    timestamp: timestamp(),
+                },
             )
             .await
             .unwrap();
@@ -372,14 +411,21 @@ async fn oversized_payloads_take_the_envelope_path() {
         a.publisher
             .publish_transient(
                 "session:big",
-                json!({"type": "stream.chunk", "event_id": "te-9", "session_id": "big", "delta": content}),
+                &chunk("big", "te-9", &content),
             )
             .await;
         let envelope = ws_next(&mut ws).await;
-        assert_eq!(
-            envelope,
-            json!({"type": "stream.chunk", "event_id": "te-9", "session_id": "big", "truncated": true, "channel": "session:big"})
-        );
+        // The routing fields arrive, the content does not.
+        for (key, value) in [
+            ("type", json!("stream.chunk")),
+            ("event_id", json!("te-9")),
+            ("session_id", json!("big")),
+            ("truncated", json!(true)),
+            ("channel", json!("session:big")),
+        ] {
+            assert_eq!(envelope[key], value, "{key} in {envelope}");
+        }
+        assert!(envelope.get("delta").is_none(), "{envelope}");
         drop((ws, a, b));
         a_store.close().await;
         b_store.close().await;
@@ -398,17 +444,13 @@ async fn subscribe_is_listening_when_confirmed() {
             let mut ws = ws_connect(&app.ws_url).await;
             ws_subscribe(&mut ws, &channel).await;
             app.publisher
-                .publish(
-                    &format!("r{round}"),
-                    &channel,
-                    json!({"type": "x", "round": round}),
-                )
+                .publish(&channel, &created(&format!("r{round}"), round))
                 .await
                 .unwrap();
             let event = tokio::time::timeout(Duration::from_secs(5), ws_next(&mut ws))
                 .await
                 .unwrap();
-            assert_eq!(event["round"], round);
+            assert_eq!(event["sequence_number"], round);
         }
     })
     .await
@@ -423,7 +465,7 @@ async fn listener_recovers_from_a_lost_connection() {
         let mut ws = ws_connect(&app.ws_url).await;
         ws_subscribe(&mut ws, "session:z").await;
         publish_n(&app, "z", 0, 1).await;
-        assert_eq!(ws_next(&mut ws).await["n"], 0);
+        assert_eq!(ws_next(&mut ws).await["sequence_number"], 0);
 
         let pool = store.postgres_pool().unwrap();
         let killed: Vec<(bool,)> = sqlx::query_as(
@@ -437,12 +479,12 @@ async fn listener_recovers_from_a_lost_connection() {
         // Published while the listener is down or reconnecting.
         publish_n(&app, "z", 1, 3).await;
         for n in 1..3 {
-            assert_eq!(ws_next(&mut ws).await["n"], n);
+            assert_eq!(ws_next(&mut ws).await["sequence_number"], n);
         }
         // And listening again afterwards.
         tokio::time::sleep(Duration::from_millis(300)).await;
         publish_n(&app, "z", 3, 4).await;
-        assert_eq!(ws_next(&mut ws).await["n"], 3);
+        assert_eq!(ws_next(&mut ws).await["sequence_number"], 3);
         ws_quiet(&mut ws, 300).await;
     })
     .await
