@@ -105,7 +105,15 @@ const RowView = memo(function RowView({
 }) {
   switch (row.kind) {
     case 'stage':
-      return <StageHeader stage={row.stage} selected={row.selected} target={target} onSelect={onSelectExecution} />;
+      return (
+        <StageHeader
+          stage={row.stage}
+          number={row.number}
+          selected={row.selected}
+          target={target}
+          onSelect={onSelectExecution}
+        />
+      );
     case 'execution':
       return <ExecutionHeader stage={row.stage} execution={row.execution} forced={forced.has(row.execution.id)} />;
     case 'item':
@@ -131,11 +139,13 @@ function executionLabel(stage: Stage, execution: AgentExecution): string {
 
 function StageHeader({
   stage,
+  number,
   selected,
   target,
   onSelect,
 }: {
   stage: Stage;
+  number: number;
   selected: string | null;
   target: string | null;
   onSelect: (stageId: string, executionId: string) => void;
@@ -157,7 +167,7 @@ function StageHeader({
   return (
     <div className={`stage-header${target === stage.id ? ' highlighted' : ''}`} id={`stage-${stage.id}`}>
       <h3 className="stage-title">
-        {chat ? 'Follow-up chat' : `Stage ${stage.stage_index + 1}: ${stage.stage_name}`}{' '}
+        {chat ? 'Follow-up chat' : `Stage ${number}: ${stage.stage_name}`}{' '}
         <StatusBadge status={stage.status} />
         {synthesis && <span className="badge badge-info">synthesis</span>}
         {parallel && (

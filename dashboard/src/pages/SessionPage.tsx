@@ -187,8 +187,8 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
         ) : null}
       </details>
 
-      <section aria-labelledby="timeline-title">
-        <h2 id="timeline-title">Timeline</h2>
+      <div className="timeline">
+        <h2>Timeline</h2>
         <TimelineView
           rows={rows}
           forced={forced}
@@ -196,7 +196,7 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
           onSelectExecution={onSelectExecution}
           live={!terminal || chatAnswering}
         />
-      </section>
+      </div>
 
       {detail.chat_available && <ChatPanel session={detail} />}
     </article>

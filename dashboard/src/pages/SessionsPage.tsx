@@ -1,5 +1,5 @@
 import { keepPreviousData, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
 import { Link, useSearchParams } from 'react-router';
 import { api, type SessionQuery } from '../api/client';
 import { useChannel } from '../api/live';
@@ -113,7 +113,12 @@ export function SessionsPage() {
     [config.data],
   );
   const chains = config.data?.chains ?? [];
-  const stageCount = (chain: string) => chains.find((c) => c.name === chain)?.stages.length;
+  // Stage records a chain makes: one per stage, plus a synthesis stage after
+  // each stage that runs several executions.
+  const stageCount = (chain: string) =>
+    chains
+      .find((c) => c.name === chain)
+      ?.stages.reduce((n, s) => n + (s.replicas > 1 || s.agents.length > 1 ? 2 : 1), 0);
   const data = sessions.data;
 
   return (
@@ -129,13 +134,17 @@ export function SessionsPage() {
       </div>
       {attention && <p className="hint">Failed, timed out, or completed with a failed agent or no executive summary.</p>}
       <form className="filters" role="search" aria-label="Filter sessions" onSubmit={(e) => e.preventDefault()}>
-        <label>
-          Search
-          <input type="search" value={search} onChange={(e) => setSearch(e.target.value)} placeholder="id, alert data, analysis…" />
-        </label>
-        <label>
-          Status
-          <select value={query.status?.[0] ?? ''} onChange={(e) => update({ status: e.target.value })}>
+        <Filter id="filter-search" label="Search">
+          <input
+            id="filter-search"
+            type="search"
+            value={search}
+            onChange={(e) => setSearch(e.target.value)}
+            placeholder="id, alert data, analysis…"
+          />
+        </Filter>
+        <Filter id="filter-status" label="Status">
+          <select id="filter-status" value={query.status?.[0] ?? ''} onChange={(e) => update({ status: e.target.value })}>
             <option value="">any</option>
             {SESSION_STATUSES.map((s) => (
               <option key={s} value={s}>
@@ -143,10 +152,13 @@ export function SessionsPage() {
               </option>
             ))}
           </select>
-        </label>
-        <label>
-          Alert type
-          <select value={query.alert_type ?? ''} onChange={(e) => update({ alert_type: e.target.value })}>
+        </Filter>
+        <Filter id="filter-alert-type" label="Alert type">
+          <select
+            id="filter-alert-type"
+            value={query.alert_type ?? ''}
+            onChange={(e) => update({ alert_type: e.target.value })}
+          >
             <option value="">any</option>
             {alertTypes.map((t) => (
               <option key={t} value={t}>
@@ -154,10 +166,9 @@ export function SessionsPage() {
               </option>
             ))}
           </select>
-        </label>
-        <label>
-          Chain
-          <select value={query.chain_id ?? ''} onChange={(e) => update({ chain_id: e.target.value })}>
+        </Filter>
+        <Filter id="filter-chain" label="Chain">
+          <select id="filter-chain" value={query.chain_id ?? ''} onChange={(e) => update({ chain_id: e.target.value })}>
             <option value="">any</option>
             {chains.map((c) => (
               <option key={c.name} value={c.name}>
@@ -165,25 +176,25 @@ export function SessionsPage() {
               </option>
             ))}
           </select>
-        </label>
-        <AuthorFilter key={query.author ?? ''} value={query.author ?? ''} onChange={(author) => update({ author })} />
-        <label>
-          Sort by
-          <select value={query.sort ?? 'created_at'} onChange={(e) => update({ sort: e.target.value })}>
+        </Filter>
+        <Filter id="filter-author" label="Author">
+          <AuthorFilter key={query.author ?? ''} value={query.author ?? ''} onChange={(author) => update({ author })} />
+        </Filter>
+        <Filter id="filter-sort" label="Sort by">
+          <select id="filter-sort" value={query.sort ?? 'created_at'} onChange={(e) => update({ sort: e.target.value })}>
             {SORT_KEYS.map(([key, label]) => (
               <option key={key} value={key}>
                 {label}
               </option>
             ))}
           </select>
-        </label>
-        <label>
-          Order
-          <select value={query.order ?? 'desc'} onChange={(e) => update({ order: e.target.value })}>
+        </Filter>
+        <Filter id="filter-order" label="Order">
+          <select id="filter-order" value={query.order ?? 'desc'} onChange={(e) => update({ order: e.target.value })}>
             <option value="desc">descending</option>
             <option value="asc">ascending</option>
           </select>
-        </label>
+        </Filter>
       </form>
 
       {sessions.isError && (
@@ -207,7 +218,8 @@ export function SessionsPage() {
         <tbody>
           {data?.sessions.map((s) => {
             const total = stageCount(s.chain_id);
-            const current = s.current_stage_index === null ? null : s.current_stage_index + 1;
+            // Stage indexes count from 1.
+            const current = s.current_stage_index;
             const progress =
               s.status === 'completed' && total ? `${total}/${total}` : current ? `${current}/${total ?? '?'}` : '—';
             return (
@@ -254,16 +266,14 @@ export function SessionsPage() {
           >
             Next
           </button>
-          <label>
-            Per page
-            <select value={String(query.page_size ?? 20)} onChange={(e) => update({ page_size: e.target.value })}>
+          <label htmlFor="page-size">Per page</label>
+          <select id="page-size" value={String(query.page_size ?? 20)} onChange={(e) => update({ page_size: e.target.value })}>
               {[20, 50, 100].map((n) => (
                 <option key={n} value={n}>
                   {n}
                 </option>
               ))}
-            </select>
-          </label>
+          </select>
         </nav>
       )}
     </section>
@@ -277,9 +287,8 @@ export function SessionsPage() {
 function AuthorFilter({ value, onChange }: { value: string; onChange: (v: string) => void }) {
   const [text, setText] = useState(value);
   return (
-    <label>
-      Author
-      <input
+    <input
+        id="filter-author"
         value={text}
         onChange={(e) => setText(e.target.value)}
         onBlur={() => text !== value && onChange(text.trim())}
@@ -287,6 +296,15 @@ function AuthorFilter({ value, onChange }: { value: string; onChange: (v: string
           if (e.key === 'Enter') onChange(text.trim());
         }}
       />
-    </label>
+  );
+}
+
+/** One labelled control of the filter bar. */
+function Filter({ id, label, children }: { id: string; label: string; children: ReactNode }) {
+  return (
+    <div className="filter">
+      <label htmlFor={id}>{label}</label>
+      {children}
+    </div>
   );
 }

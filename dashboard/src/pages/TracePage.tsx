@@ -22,10 +22,10 @@ export function TracePage() {
         <Link to={`/sessions/${encodeURIComponent(id)}`}>Back to the session</Link>
       </p>
       {stages.length === 0 && session_interactions.length === 0 && <p className="empty">No interactions yet.</p>}
-      {stages.map((stage) => (
+      {stages.map((stage, index) => (
         <section key={stage.stage_id} className="card" aria-labelledby={`trace-stage-${stage.stage_id}`}>
           <h2 id={`trace-stage-${stage.stage_id}`}>
-            Stage {stage.stage_index + 1}: {stage.stage_name}
+            Stage {index + 1}: {stage.stage_name}
           </h2>
           {stage.executions.map((execution) => (
             <section key={execution.execution_id} aria-label={`${execution.agent_name} interactions`}>

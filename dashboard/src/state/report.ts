@@ -18,8 +18,8 @@ export function reportMarkdown(session: SessionDetail, timeline: TimelineState):
   if (session.error_message) lines.push('## Error', '', session.error_message, '');
   const stages = [...session.stages].sort((a, b) => a.stage_index - b.stage_index).filter((s) => !s.chat_id);
   if (stages.length > 0) lines.push('## Stages', '');
-  for (const stage of stages) {
-    lines.push(`### ${stage.stage_index + 1}. ${stage.stage_name} (${stage.status})`, '');
+  for (const [index, stage] of stages.entries()) {
+    lines.push(`### ${index + 1}. ${stage.stage_name} (${stage.status})`, '');
     for (const execution of stage.executions) {
       const final = executionItems(timeline, execution.id).filter((i) => i.eventType === 'final_analysis').pop();
       lines.push(`#### ${execution.agent_name} (${execution.status})`, '');

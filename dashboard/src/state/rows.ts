@@ -5,7 +5,7 @@ import type { AgentExecution, Stage } from '../api/types';
 import { groupByExecution, type TimelineItem, type TimelineState } from './timeline';
 
 export type Row =
-  | { kind: 'stage'; key: string; stage: Stage; selected: string | null }
+  | { kind: 'stage'; key: string; stage: Stage; number: number; selected: string | null }
   | { kind: 'execution'; key: string; stage: Stage; execution: AgentExecution }
   | { kind: 'item'; key: string; item: TimelineItem; execution: AgentExecution | null }
   | { kind: 'empty'; key: string; text: string }
@@ -29,11 +29,14 @@ export function buildRows(
   const groups = groupByExecution(timeline);
   const rows: Row[] = [];
   const ordered = [...stages].sort((a, b) => a.stage_index - b.stage_index);
+  let number = 0;
   for (const stage of ordered) {
+    // Stages are numbered as the reader sees them: chat stages apart.
+    if (!stage.chat_id) number += 1;
     const chosen = isParallel(stage)
       ? (stage.executions.find((e) => e.id === selected.get(stage.id)) ?? stage.executions[0] ?? null)
       : null;
-    rows.push({ kind: 'stage', key: `stage:${stage.id}`, stage, selected: chosen?.id ?? null });
+    rows.push({ kind: 'stage', key: `stage:${stage.id}`, stage, number, selected: chosen?.id ?? null });
     const shown = chosen ? [chosen] : stage.executions;
     if (shown.length === 0) {
       rows.push({ kind: 'empty', key: `empty:${stage.id}`, text: 'Waiting for the stage to start…' });
