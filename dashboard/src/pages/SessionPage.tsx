@@ -24,6 +24,9 @@ export function SessionPage() {
 
 function SessionView({ id }: { id: string }) {
   const session = useQuery({ queryKey: ['session', id], queryFn: () => api.session(id) });
+  // Once loaded, the page stays: a failed refresh (the network blinked)
+  // keeps what is shown, and the next event or reconnect refreshes it.
+  if (session.data) return <SessionLoaded detail={session.data} />;
   if (session.error instanceof ApiError && session.error.status === 404) {
     return <NotFoundPage what={`There is no session ${id}.`} />;
   }
@@ -34,8 +37,7 @@ function SessionView({ id }: { id: string }) {
       </p>
     );
   }
-  if (!session.data) return <p aria-busy="true">Loading the session…</p>;
-  return <SessionLoaded detail={session.data} />;
+  return <p aria-busy="true">Loading the session…</p>;
 }
 
 function SessionLoaded({ detail }: { detail: SessionDetail }) {
