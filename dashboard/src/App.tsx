@@ -1,12 +1,16 @@
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
+import { lazy, Suspense } from 'react';
 import { BrowserRouter, NavLink, Route, Routes } from 'react-router';
 import { ConnectionBanner } from './components/ConnectionBanner';
 import { NotFoundPage } from './pages/NotFoundPage';
-import { SessionPage } from './pages/SessionPage';
 import { SessionsPage } from './pages/SessionsPage';
-import { SubmitPage } from './pages/SubmitPage';
-import { SystemPage } from './pages/SystemPage';
-import { TracePage } from './pages/TracePage';
+
+// The list loads first; the other pages (and the markdown renderer the
+// session page needs) load when first visited.
+const SessionPage = lazy(() => import('./pages/SessionPage').then((m) => ({ default: m.SessionPage })));
+const TracePage = lazy(() => import('./pages/TracePage').then((m) => ({ default: m.TracePage })));
+const SubmitPage = lazy(() => import('./pages/SubmitPage').then((m) => ({ default: m.SubmitPage })));
+const SystemPage = lazy(() => import('./pages/SystemPage').then((m) => ({ default: m.SystemPage })));
 
 const queryClient = new QueryClient({
   defaultOptions: {
@@ -40,14 +44,16 @@ export function App() {
         </header>
         <ConnectionBanner />
         <main id="main" tabIndex={-1}>
-          <Routes>
-            <Route path="/" element={<SessionsPage />} />
-            <Route path="/sessions/:id" element={<SessionPage />} />
-            <Route path="/sessions/:id/trace" element={<TracePage />} />
-            <Route path="/submit" element={<SubmitPage />} />
-            <Route path="/system" element={<SystemPage />} />
-            <Route path="*" element={<NotFoundPage />} />
-          </Routes>
+          <Suspense fallback={<p aria-busy="true">Loading…</p>}>
+            <Routes>
+              <Route path="/" element={<SessionsPage />} />
+              <Route path="/sessions/:id" element={<SessionPage />} />
+              <Route path="/sessions/:id/trace" element={<TracePage />} />
+              <Route path="/submit" element={<SubmitPage />} />
+              <Route path="/system" element={<SystemPage />} />
+              <Route path="*" element={<NotFoundPage />} />
+            </Routes>
+          </Suspense>
         </main>
       </BrowserRouter>
     </QueryClientProvider>
