@@ -235,9 +235,10 @@ export function SessionsPage() {
                 <td>{s.author ?? '—'}</td>
                 <td>{formatTime(s.created_at)}</td>
                 <td>
-                  {formatDuration(
-                    sessionDuration(s.started_at, s.completed_at ?? (TERMINAL_STATUSES.has(s.status) ? s.started_at : null), now),
-                  )}
+                  {/* A status that just turned terminal live has no end time yet: the refetch brings it. */}
+                  {TERMINAL_STATUSES.has(s.status) && !s.completed_at
+                    ? '—'
+                    : formatDuration(sessionDuration(s.started_at, s.completed_at, now))}
                 </td>
                 <td>{progress}</td>
               </tr>
