@@ -154,6 +154,21 @@ describe('catch-up merge', () => {
     expect(texts(state)).toEqual(['abcdefghi']);
   });
 
+  it('keeps live chunks newer than a longer snapshot (subscribed mid-stream)', () => {
+    // The page subscribed mid-stream: chunks 50–51 came live, the snapshot
+    // (fetched earlier) holds what was stored up to 45.
+    let state = apply(emptyTimeline, [chunk('a', 't50 '), chunk('a', 't51 ')]);
+    state = mergeSnapshot(state, [rest('a', 1, 'streaming', 't01 t02 t45 ')]);
+    expect(texts(state)).toEqual(['t01 t02 t45 t50 t51 ']);
+    // A snapshot that overlaps the live text continues it without repeating it.
+    let overlap = apply(emptyTimeline, [chunk('b', 'three four ')]);
+    overlap = mergeSnapshot(overlap, [rest('b', 2, 'streaming', 'one two three ')]);
+    expect(executionItems(overlap, 'x1')[0]?.content).toBe('one two three four ');
+    // Later chunks keep appending, and the completion has the last word.
+    overlap = applyLiveEvent(overlap, chunk('b', 'five'));
+    expect(executionItems(overlap, 'x1')[0]?.content).toBe('one two three four five');
+  });
+
   it('never lets a stale streaming replay undo a completed event', () => {
     let state = apply(emptyTimeline, [created('a', 1), completed('a', 'done')]);
     state = applyLiveEvent(state, created('a', 1, ''));

@@ -7,9 +7,10 @@
 // - an event is kept once, whatever path delivered it, as often as it came;
 // - a final version (completed, failed, ...) wins over a streaming one, and a
 //   streaming version never replaces a final one (a late replay);
-// - between two streaming versions the longer text wins: chunks arrive live
-//   before the server has stored them, and a replay carries only what was
-//   stored;
+// - between two streaming versions, the stored text (REST, replay) and the
+//   text built from live chunks are joined: chunks arrive before the server
+//   stores them (a replay then carries a shorter prefix), and a snapshot can
+//   be longer yet older than the last chunks received (see `joinText`);
 // - order within an execution is the server's sequence number, so events can
 //   arrive in any order (a REST snapshot after live events, a catch-up after
 //   a reconnect) and still line up.
@@ -82,8 +83,30 @@ export function mergeItem(existing: TimelineItem | undefined, incoming: Timeline
   if (isFinal(incoming.status)) {
     return { ...base, status: incoming.status, content: incoming.content, contentPending: false };
   }
-  const longer = incoming.content.length > existing.content.length ? incoming.content : existing.content;
-  return { ...base, content: longer, contentPending: existing.contentPending && longer === existing.content };
+  const content = joinText(incoming.content, existing.content);
+  return { ...base, content, contentPending: existing.contentPending && content === existing.content };
+}
+
+/** How far back a live text is looked for at the end of a stored one. */
+const MAX_OVERLAP = 4096;
+
+/**
+ * Joins a stored text (a prefix of the event's text as the server had
+ * flushed it) and a live one (what the chunks received so far built, which
+ * may start anywhere: the page may have subscribed mid-stream). Chunks carry
+ * no offsets, so the join aligns the texts: the live text that extends the
+ * stored one wins; a live text the stored one already holds adds nothing; a
+ * live text that starts inside the stored one's tail continues it; anything
+ * else is appended (the gap between them arrives with the completion).
+ * Received text is never dropped.
+ */
+export function joinText(stored: string, live: string): string {
+  if (live.startsWith(stored)) return live;
+  if (stored.startsWith(live) || stored.includes(live)) return stored;
+  for (let k = Math.min(stored.length, live.length, MAX_OVERLAP); k > 0; k--) {
+    if (stored.endsWith(live.slice(0, k))) return stored + live.slice(k);
+  }
+  return stored + live;
 }
 
 /** A REST timeline event as an item. */
