@@ -202,6 +202,19 @@ describe('session page', () => {
     await page.context().close();
   });
 
+  it('marks a conclusion forced by the iteration limit', async () => {
+    const { page, problems } = await newPage(browser);
+    const id = await tarsy.submit('DashForced');
+    await tarsy.waitForStatus(id, ['completed', 'failed']);
+    await page.goto(`${tarsy.url}/ui/sessions/${id}`);
+    const timeline = page.getByRole('region', { name: 'Timeline' });
+    await timeline.getByText('Forced conclusion: the pod is still crash-looping').first().waitFor();
+    await timeline.locator('.execution-header .badge', { hasText: 'forced conclusion' }).waitFor();
+    await timeline.locator('.entry-final_analysis .badge', { hasText: 'forced conclusion' }).first().waitFor();
+    expect(problems).toEqual([]);
+    await page.context().close();
+  });
+
   it('shows a not-found page for an unknown session', async () => {
     const { page } = await newPage(browser);
     await page.goto(`${tarsy.url}/ui/sessions/no-such-session`);
