@@ -56,6 +56,8 @@ describe('submit alert', () => {
     await page.getByText('Select at least one MCP server, or turn the override off.').waitFor();
     await page.getByLabel('time', { exact: true }).check();
     await page.getByLabel('Tools of time (comma-separated; empty: all)').fill('no_such_tool, ');
+    // Every control of the form, the override's included, is labelled.
+    expect(await seriousA11yViolations(page)).toEqual([]);
     await page.getByLabel('Override the chain\'s MCP servers for this alert').uncheck();
     await page.evaluate(() => {
       // A chain the server does not know (removed since the page loaded):
