@@ -107,6 +107,11 @@ pub struct AgentExecutionSpec {
     /// The question being answered (kind chat only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat: Option<ChatRequestSpec>,
+    /// When the execution must stop as timed out: its session's deadline
+    /// (a chat answer's own). The runner stops the engine then; the pod's
+    /// `activeDeadlineSeconds` is a backstop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Time>,
 }
 
 /// Identity of a stage.

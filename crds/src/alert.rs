@@ -8,7 +8,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{ExecutionPhase, ParallelType, SuccessPolicy};
+use crate::common::{ExecutionPhase, ParallelType, StageKind, SuccessPolicy};
 
 /// An alert for TARSy to investigate. The operator picks a Chain (`chainRef`,
 /// else the Chain whose `alertTypes` lists `alertType`), runs its stages as
@@ -315,6 +315,10 @@ pub struct StageStatus {
     /// Stage name (`{stage} - Synthesis` for a synthesis stage).
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
+    /// investigation (a configured stage) or synthesis (of the stage
+    /// before it). Absent in status written by older operators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<StageKind>,
     /// Stage id in Postgres.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]

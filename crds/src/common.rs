@@ -176,6 +176,23 @@ pub enum ExecutionKind {
     Chat,
 }
 
+/// What a stage record is for: `investigation` (a configured stage of the
+/// chain), `synthesis` (combining the previous stage's parallel results) or
+/// `chat` (answering a follow-up question).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+// The field using the enum describes it; an enum-level description would
+// replace the field's in optional fields.
+#[schemars(description = "")]
+#[serde(rename_all = "lowercase")]
+pub enum StageKind {
+    /// A configured stage of the chain.
+    Investigation,
+    /// The synthesis of the previous stage's parallel executions.
+    Synthesis,
+    /// A follow-up chat answer.
+    Chat,
+}
+
 /// A key of a Kubernetes Secret in the resource's namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 // The field using the enum describes it; an enum-level description would
@@ -318,6 +335,11 @@ mirror_enum!(ExecutionPhase <=> tarsy_core::ExecutionStatus {
     Cancelled = Cancelled,
 });
 mirror_enum!(ExecutionKind <=> tarsy_core::ExecutionKind {
+    Investigation = Investigation,
+    Synthesis = Synthesis,
+    Chat = Chat,
+});
+mirror_enum!(StageKind <=> tarsy_core::StageKind {
     Investigation = Investigation,
     Synthesis = Synthesis,
     Chat = Chat,

@@ -28,6 +28,7 @@ pub mod agent_execution;
 pub mod alert;
 pub mod chain;
 pub mod common;
+pub mod contract;
 pub mod llm_provider;
 pub mod mcp_server;
 pub mod validate;
@@ -53,7 +54,7 @@ pub use chain::{
 pub use common::{
     Backend, DURATION_RULE, DurationError, ExecutionKind, ExecutionPhase, IterationStrategy,
     MAX_ALERT_DATA_BYTES, MAX_RECENT_TIMELINE, MAX_SNIPPET_CHARS, MAX_STATUS_TEXT_CHARS,
-    ParallelType, SecretKeyRef, SuccessPolicy, clip, format_duration, parse_duration,
+    ParallelType, SecretKeyRef, StageKind, SuccessPolicy, clip, format_duration, parse_duration,
 };
 pub use llm_provider::{LLMProvider, LLMProviderSpec, LLMProviderStatus, ProviderType};
 pub use mcp_server::{

@@ -78,6 +78,8 @@ export interface Stage {
   id: string;
   session_id: string;
   stage_name: string;
+  /** investigation, synthesis or chat (absent from older servers). */
+  kind?: 'investigation' | 'synthesis' | 'chat' | string;
   stage_index: number;
   expected_agent_count: number;
   parallel_type: string | null;

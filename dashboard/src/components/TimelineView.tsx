@@ -1,7 +1,7 @@
 import { useVirtualizer } from '@tanstack/react-virtual';
 import { memo, useEffect, useLayoutEffect, useRef, type KeyboardEvent } from 'react';
 import type { AgentExecution, Stage } from '../api/types';
-import { isParallel, type Row } from '../state/rows';
+import { isChat, isParallel, isSynthesis, type Row } from '../state/rows';
 import { isFinal, type TimelineItem } from '../state/timeline';
 import { prettyJson } from './format';
 import { Kubectl } from './Kubectl';
@@ -150,8 +150,8 @@ function StageHeader({
   target: string | null;
   onSelect: (stageId: string, executionId: string) => void;
 }) {
-  const chat = stage.chat_id !== null;
-  const synthesis = stage.executions.some((e) => e.kind === 'synthesis');
+  const chat = isChat(stage);
+  const synthesis = isSynthesis(stage);
   const parallel = isParallel(stage);
   const onKey = (e: KeyboardEvent<HTMLButtonElement>, index: number) => {
     const step = e.key === 'ArrowRight' ? 1 : e.key === 'ArrowLeft' ? -1 : 0;

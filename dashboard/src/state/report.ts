@@ -1,6 +1,7 @@
 // The investigation as a markdown report (the "copy report" button).
 
 import type { SessionDetail } from '../api/types';
+import { isChat } from './rows';
 import { executionItems, type TimelineState } from './timeline';
 
 export function reportMarkdown(session: SessionDetail, timeline: TimelineState): string {
@@ -16,7 +17,7 @@ export function reportMarkdown(session: SessionDetail, timeline: TimelineState):
   if (session.executive_summary) lines.push('## Executive summary', '', session.executive_summary, '');
   if (session.final_analysis) lines.push('## Final analysis', '', session.final_analysis, '');
   if (session.error_message) lines.push('## Error', '', session.error_message, '');
-  const stages = [...session.stages].sort((a, b) => a.stage_index - b.stage_index).filter((s) => !s.chat_id);
+  const stages = [...session.stages].sort((a, b) => a.stage_index - b.stage_index).filter((s) => !isChat(s));
   if (stages.length > 0) lines.push('## Stages', '');
   for (const [index, stage] of stages.entries()) {
     lines.push(`### ${index + 1}. ${stage.stage_name} (${stage.status})`, '');

@@ -11,6 +11,16 @@ export type Row =
   | { kind: 'empty'; key: string; text: string }
   | { kind: 'session'; key: string };
 
+/** True for a follow-up chat stage. */
+export function isChat(stage: Stage): boolean {
+  return stage.kind === 'chat' || stage.chat_id !== null;
+}
+
+/** True for a synthesis stage (it combines a parallel stage's results). */
+export function isSynthesis(stage: Stage): boolean {
+  return stage.kind === 'synthesis' || stage.executions.some((e) => e.kind === 'synthesis');
+}
+
 /** True when a stage shows its executions as tabs (parallel agents, replicas). */
 export function isParallel(stage: Stage): boolean {
   return stage.executions.length > 1;
@@ -32,7 +42,7 @@ export function buildRows(
   let number = 0;
   for (const stage of ordered) {
     // Stages are numbered as the reader sees them: chat stages apart.
-    if (!stage.chat_id) number += 1;
+    if (!isChat(stage)) number += 1;
     const chosen = isParallel(stage)
       ? (stage.executions.find((e) => e.id === selected.get(stage.id)) ?? stage.executions[0] ?? null)
       : null;

@@ -38,7 +38,7 @@ use tarsy_store::Store;
 pub use control::{
     AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission,
     McpHealthSource, McpServerHealth, NewAlert, SessionControl, SubmitError, SystemWarning,
-    SystemWarningsSource, publish_chat_accepted,
+    SystemWarningsSource,
 };
 pub use dashboard::{Asset, Dashboard};
 pub use error::{ApiError, ApiResult};
@@ -46,6 +46,7 @@ pub use system::{
     AgentView, AlertObject, ChainView, ClusterObjectsSource, ExecutionObject, LlmProviderView,
     McpServerView, SessionObjects, StageView, SystemConfiguration, SystemConfigurationSource,
 };
+pub use tarsy_events::lifecycle::publish_chat_accepted;
 
 /// Author recorded when no trusted identity header is present.
 pub const DEFAULT_AUTHOR: &str = "api-client";

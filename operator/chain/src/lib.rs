@@ -25,8 +25,8 @@ mod plan;
 pub use admission::{PendingSession, admit};
 pub use aggregate::aggregate_stage;
 pub use machine::{
-    Action, ExecutionStart, ExecutionView, ExecutiveSummaryView, SessionView, StageKind,
-    StageResult, StageStart, StageView, StopReason, decide, final_analysis, stage_results,
+    Action, ExecutionStart, ExecutionView, ExecutiveSummaryView, SessionView, StageResult,
+    StageStart, StageView, StopReason, decide, final_analysis, stage_results,
 };
 pub use plan::{ChainPlan, ExecutionPlan, StagePlan};
 

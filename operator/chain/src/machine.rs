@@ -1,20 +1,12 @@
 //! [`decide`]: the next actions for a session, from its plan and what exists.
 
 use serde::{Deserialize, Serialize};
-use tarsy_core::{ExecutionKind, ExecutionStatus, ParallelType, SessionStatus, SuccessPolicy};
+use tarsy_core::{
+    ExecutionKind, ExecutionStatus, ParallelType, SessionStatus, StageKind, SuccessPolicy,
+};
 
 use crate::aggregate::aggregate_stage;
 use crate::plan::ChainPlan;
-
-/// Whether a stage record runs the configured agents or synthesizes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StageKind {
-    /// The configured agents of a chain stage.
-    Investigation,
-    /// The synthesis of the preceding investigation stage.
-    Synthesis,
-}
 
 /// An execution as it exists now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,8 +34,10 @@ pub struct StageView {
     pub db_index: u32,
     /// Index of the chain stage this record belongs to.
     pub config_index: usize,
-    /// Investigation or synthesis.
+    /// Investigation or synthesis (chat stages are not part of the view).
     pub kind: StageKind,
+    /// Record name (`{stage} - Synthesis` for synthesis).
+    pub name: String,
     /// Recorded status (`active` until [`Action::FinishStage`] is applied).
     pub status: ExecutionStatus,
     /// Its executions, by index.
@@ -209,7 +203,7 @@ pub fn decide(plan: &ChainPlan, view: &SessionView) -> Vec<Action> {
         return Vec::new();
     }
     if let Some(reason) = stop_reason(view) {
-        return stop(plan, view, reason);
+        return stop(view, reason);
     }
 
     let Some(last) = view.stages.last() else {
@@ -225,7 +219,7 @@ pub fn decide(plan: &ChainPlan, view: &SessionView) -> Vec<Action> {
                     .map(|s| s.success_policy)
                     .unwrap_or_default(),
                 // A synthesis stage has one execution: it must complete.
-                StageKind::Synthesis => SuccessPolicy::All,
+                StageKind::Synthesis | StageKind::Chat => SuccessPolicy::All,
             };
             let (status, error) = aggregate_stage(policy, &last.executions);
             return vec![Action::FinishStage {
@@ -243,14 +237,14 @@ pub fn decide(plan: &ChainPlan, view: &SessionView) -> Vec<Action> {
             ExecutionStatus::Cancelled => SessionStatus::Cancelled,
             _ => SessionStatus::Failed,
         };
-        let name = stage_name(plan, last);
+        let name = &last.name;
         let error = aggregate_stage(SuccessPolicy::All, &last.executions)
             .1
             .map(|e| format!("stage {name:?} {}: {e}", last.status))
             .or_else(|| Some(format!("stage {name:?} {}", last.status)));
         return vec![Action::FinishSession {
             status,
-            final_analysis: final_analysis(plan, view),
+            final_analysis: final_analysis(view),
             error,
         }];
     }
@@ -266,7 +260,7 @@ pub fn decide(plan: &ChainPlan, view: &SessionView) -> Vec<Action> {
 
     // Every stage is done: executive summary (fail-open), then completion.
     match &view.executive_summary {
-        ExecutiveSummaryView::NotRequested => match final_analysis(plan, view) {
+        ExecutiveSummaryView::NotRequested => match final_analysis(view) {
             Some(final_analysis) => vec![Action::GenerateExecutiveSummary { final_analysis }],
             None => vec![Action::FinishSession {
                 status: SessionStatus::Completed,
@@ -278,7 +272,7 @@ pub fn decide(plan: &ChainPlan, view: &SessionView) -> Vec<Action> {
         ExecutiveSummaryView::Generated(_) | ExecutiveSummaryView::Failed(_) => {
             vec![Action::FinishSession {
                 status: SessionStatus::Completed,
-                final_analysis: final_analysis(plan, view),
+                final_analysis: final_analysis(view),
                 error: None,
             }]
         }
@@ -295,7 +289,7 @@ fn stop_reason(view: &SessionView) -> Option<StopReason> {
     }
 }
 
-fn stop(plan: &ChainPlan, view: &SessionView, reason: StopReason) -> Vec<Action> {
+fn stop(view: &SessionView, reason: StopReason) -> Vec<Action> {
     let running: Vec<(u32, &ExecutionView)> = view
         .stages
         .iter()
@@ -329,7 +323,7 @@ fn stop(plan: &ChainPlan, view: &SessionView, reason: StopReason) -> Vec<Action>
         .collect();
     actions.push(Action::FinishSession {
         status: reason.session_status(),
-        final_analysis: final_analysis(plan, view),
+        final_analysis: final_analysis(view),
         error: Some(reason.message().to_string()),
     });
     actions
@@ -364,7 +358,7 @@ fn start_investigation(
         success_policy: Some(stage.success_policy),
         parallel_type: stage.parallel_type,
         executions,
-        previous_stages: stage_results(plan, view),
+        previous_stages: stage_results(view),
         synthesis_of: None,
     }))
 }
@@ -393,7 +387,7 @@ fn start_synthesis(plan: &ChainPlan, view: &SessionView, investigated: &StageVie
             agent_name: agent,
             kind: ExecutionKind::Synthesis,
         }],
-        previous_stages: stage_results(plan, view),
+        previous_stages: stage_results(view),
         synthesis_of: Some(investigated.db_index),
     })
 }
@@ -402,20 +396,11 @@ fn synthesis_name(stage: &str) -> String {
     format!("{stage} - Synthesis")
 }
 
-fn stage_name(plan: &ChainPlan, stage: &StageView) -> String {
-    let base = plan.stages.get(stage.config_index).map_or_else(
-        || format!("stage {}", stage.config_index + 1),
-        |s| s.name.clone(),
-    );
-    match stage.kind {
-        StageKind::Investigation => base,
-        StageKind::Synthesis => synthesis_name(&base),
-    }
-}
-
 /// Results of the completed chain stages, in order: a stage's single
 /// execution's analysis, or its synthesis's when it had several executions.
-pub fn stage_results(plan: &ChainPlan, view: &SessionView) -> Vec<StageResult> {
+/// The one rule for what later stages (and the session) build on; the
+/// context builders apply it to views read back from the store.
+pub fn stage_results(view: &SessionView) -> Vec<StageResult> {
     let mut results = Vec::new();
     for stage in &view.stages {
         if stage.status != ExecutionStatus::Completed {
@@ -424,6 +409,7 @@ pub fn stage_results(plan: &ChainPlan, view: &SessionView) -> Vec<StageResult> {
         let usable = match stage.kind {
             StageKind::Synthesis => true,
             StageKind::Investigation => stage.executions.len() == 1,
+            StageKind::Chat => false,
         };
         if !usable {
             continue;
@@ -435,7 +421,7 @@ pub fn stage_results(plan: &ChainPlan, view: &SessionView) -> Vec<StageResult> {
             .and_then(|e| e.final_analysis.clone())
         {
             results.push(StageResult {
-                stage_name: stage_name(plan, stage),
+                stage_name: stage.name.clone(),
                 final_analysis: analysis,
             });
         }
@@ -444,6 +430,6 @@ pub fn stage_results(plan: &ChainPlan, view: &SessionView) -> Vec<StageResult> {
 }
 
 /// The session's final analysis: the last completed stage's result.
-pub fn final_analysis(plan: &ChainPlan, view: &SessionView) -> Option<String> {
-    stage_results(plan, view).pop().map(|r| r.final_analysis)
+pub fn final_analysis(view: &SessionView) -> Option<String> {
+    stage_results(view).pop().map(|r| r.final_analysis)
 }

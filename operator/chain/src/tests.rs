@@ -1,7 +1,9 @@
 //! Scenario tests: a tiny in-memory driver applies the machine's actions and
 //! scripts execution outcomes, so each test reads like a session's life.
 
-use tarsy_core::{ExecutionKind, ExecutionStatus, ParallelType, SessionStatus, SuccessPolicy};
+use tarsy_core::{
+    ExecutionKind, ExecutionStatus, ParallelType, SessionStatus, StageKind, SuccessPolicy,
+};
 
 use crate::*;
 
@@ -89,6 +91,7 @@ impl Sim {
                     db_index: start.db_index,
                     config_index: start.config_index,
                     kind: start.kind,
+                    name: start.name.clone(),
                     status: ExecutionStatus::Active,
                     executions: start
                         .executions

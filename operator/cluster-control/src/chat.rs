@@ -10,26 +10,22 @@
 //! are written by the operator only"); everything about it — name, labels,
 //! owner reference, Postgres ids — is what the operator would produce.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::PostParams;
 use tarsy_api::{ChatAccepted, ChatError, ChatSubmission};
-use tarsy_config::{chat_enabled, resolved_spec};
-use tarsy_controller::names;
-use tarsy_controller::pod::{LABEL_ALERT, LABEL_MANAGED_BY, LABEL_SESSION, MANAGED_BY};
-use tarsy_core::{
-    ExecutionKind, ExecutionStatus, McpSelection, ResolvedAgentConfig, SessionStatus,
-};
-use tarsy_crds::{AgentExecution, AgentExecutionSpec, Alert, ChatRequestSpec, StageRef};
-use tarsy_store::{ChatUserMessage, NewAgentExecution, NewStage, Session, Stage, StoreError};
+use tarsy_config::resolved_spec;
+use tarsy_core::ExecutionStatus;
+use tarsy_crds::contract::{ExecutionRequest, execution_for};
+use tarsy_crds::{AgentExecution, Alert, ChatRequestSpec, ExecutionKind, StageRef};
+use tarsy_exec::admission::{ChatAgent, chat_agent, question_for};
+use tarsy_exec::chat::Answer;
+use tarsy_exec::ids::CHAT_STAGE_NAME;
+use tarsy_store::{ChatUserMessage, Session, Stage};
 
 use crate::{KubeSessionControl, kube_message, transient};
-
-/// Name of the stage record answering a chat question (as in local mode).
-pub const CHAT_STAGE_NAME: &str = "Chat Response";
 
 /// Longest question an AgentExecution carries (its schema bound); longer
 /// questions are clipped there, the stored question stays whole.
@@ -53,35 +49,12 @@ fn chat_kube(what: &str, e: kube::Error) -> ChatError {
     }
 }
 
-/// Chat is for sessions whose investigation has ended, cancelled ones excepted.
-fn chat_available(status: SessionStatus) -> bool {
-    matches!(
-        status,
-        SessionStatus::Completed | SessionStatus::Failed | SessionStatus::TimedOut
-    )
-}
-
 /// Accepts a question and creates the execution answering it.
 pub(crate) async fn submit(
     ctl: &KubeSessionControl,
     submission: ChatSubmission,
 ) -> Result<ChatAccepted, ChatError> {
-    let content = submission.content.trim().to_string();
-    if content.is_empty() {
-        return Err(ChatError::Invalid("the question is empty".into()));
-    }
-    let session = match ctl.store.get_session(&submission.session_id).await {
-        Ok(s) => s,
-        Err(StoreError::NotFound { .. }) => {
-            return Err(ChatError::NotFound(submission.session_id));
-        }
-        Err(e) => return Err(internal(e)),
-    };
-    if !chat_available(session.status) {
-        return Err(ChatError::NotAvailable {
-            status: session.status,
-        });
-    }
+    let (content, session) = question_for(&ctl.store, &submission).await?;
     // The answer is owned by the Alert: without it there is nothing to chat about.
     let alert = ctl
         .alert_by_uid(&session.id)
@@ -92,18 +65,7 @@ pub(crate) async fn submit(
         .config()
         .await
         .map_err(|e| chat_kube("reading the configuration", e))?;
-    let chain = config
-        .chain(&session.chain_id)
-        .ok_or_else(|| ChatError::Disabled(session.chain_id.clone()))?;
-    if !chat_enabled(&chain.spec) {
-        return Err(ChatError::Disabled(session.chain_id.clone()));
-    }
-    // The Alert's selection is the source the operator used (the stored
-    // row holds the same, in the resource's field names).
-    let selection = alert.spec.mcp_selection.as_ref().map(McpSelection::from);
-    let resolved = config
-        .resolve_chat(&chain.name, &chain.spec, selection.as_ref())
-        .map_err(|e| ChatError::Invalid(format!("cannot resolve the chat agent: {e}")))?;
+    let agent = chat_agent(&config, &session)?;
 
     let created = ctl
         .store
@@ -126,13 +88,13 @@ pub(crate) async fn submit(
         .create_chat_user_message(&chat.id, &content, Some(&submission.author))
         .await
         .map_err(internal)?;
-    let answer = Answer {
+    let answer = ChatExecution {
         ctl,
         alert: &alert,
         session: &session,
         chat_id: &chat.id,
         message: &message,
-        resolved: &resolved,
+        agent: &agent,
         author: &submission.author,
     };
     match answer.start().await {
@@ -214,17 +176,17 @@ async fn close_if_ended(
 }
 
 /// One question being handed to an execution.
-struct Answer<'a> {
+struct ChatExecution<'a> {
     ctl: &'a KubeSessionControl,
     alert: &'a Alert,
     session: &'a Session,
     chat_id: &'a str,
     message: &'a ChatUserMessage,
-    resolved: &'a ResolvedAgentConfig,
+    agent: &'a ChatAgent,
     author: &'a str,
 }
 
-impl Answer<'_> {
+impl ChatExecution<'_> {
     /// Creates the stage and execution rows, then the AgentExecution;
     /// returns the stage id.
     async fn start(&self) -> Result<String, ChatError> {
@@ -238,19 +200,9 @@ impl Answer<'_> {
             + 1;
         let index = u32::try_from(next)
             .map_err(|_| ChatError::Internal(format!("stage index {next} is out of range")))?;
-        let stage_id = names::stage_id(session_id, index);
+        let answer = Answer::new(session_id, self.chat_id, index);
         let stage = store
-            .create_stage(NewStage {
-                id: Some(stage_id.clone()),
-                session_id: session_id.to_string(),
-                stage_name: CHAT_STAGE_NAME.to_string(),
-                stage_index: i64::from(index),
-                expected_agent_count: 1,
-                parallel_type: None,
-                success_policy: None,
-                chat_id: Some(self.chat_id.to_string()),
-                chat_user_message_id: Some(self.message.id.clone()),
-            })
+            .create_stage(answer.stage_row(&self.message.id))
             .await
             .map_err(|e| match e {
                 // Another replica placed a question at this index first.
@@ -265,29 +217,19 @@ impl Answer<'_> {
                 chat_id: self.chat_id.to_string(),
             });
         }
-        let execution_id = names::execution_id(session_id, index, 1);
         let created = store
-            .create_agent_execution(NewAgentExecution {
-                id: Some(execution_id.clone()),
-                stage_id: stage_id.clone(),
-                session_id: session_id.to_string(),
-                agent_name: self.resolved.display_name.clone(),
-                agent_index: 1,
-                kind: ExecutionKind::Chat,
-                iteration_strategy: self.resolved.iteration_strategy,
-                llm_provider: Some(self.resolved.llm_provider.name.clone()),
-            })
+            .create_agent_execution(answer.execution_row(&self.agent.config))
             .await;
         if let Err(e) = created {
             self.fail(
-                &stage_id,
+                &answer.stage_id,
                 None,
                 &format!("cannot record the chat execution: {e}"),
             )
             .await;
             return Err(internal(e));
         }
-        let ae = self.execution(index, &stage_id);
+        let ae = self.execution(&answer);
         let name = ae.name_any();
         if let Err(e) = self
             .ctl
@@ -297,60 +239,48 @@ impl Answer<'_> {
         {
             let err = chat_kube("creating the chat AgentExecution", e);
             self.fail(
-                &stage_id,
-                Some(&execution_id),
+                &answer.stage_id,
+                Some(&answer.execution_id),
                 &format!("the chat answer could not start: {err}"),
             )
             .await;
             return Err(err);
         }
-        tracing::info!(session_id, execution = %name, %stage_id, "chat answer started");
-        Ok(stage_id)
+        tracing::info!(session_id, execution = %name, stage_id = %answer.stage_id, "chat answer started");
+        Ok(answer.stage_id)
     }
 
-    /// The chat AgentExecution, shaped like the operator's executions.
-    fn execution(&self, index: u32, stage_id: &str) -> AgentExecution {
-        let alert_name = self.alert.name_any();
-        let session_id = self.session.id.clone();
-        AgentExecution {
-            metadata: ObjectMeta {
-                name: Some(names::execution_name(
-                    &alert_name,
-                    index,
-                    &self.resolved.display_name,
-                )),
-                namespace: Some(self.ctl.namespace.clone()),
-                labels: Some(BTreeMap::from([
-                    (LABEL_ALERT.to_string(), names::label_value(&alert_name)),
-                    (LABEL_SESSION.to_string(), names::label_value(&session_id)),
-                    (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
-                ])),
-                owner_references: Some(vec![tarsy_controller::alert::owner_ref(self.alert)]),
-                ..ObjectMeta::default()
-            },
-            spec: AgentExecutionSpec {
-                session_id,
-                alert_name,
-                chain: self.session.chain_id.clone(),
+    /// The chat AgentExecution, the object the operator's contract gives.
+    fn execution(&self, answer: &Answer) -> AgentExecution {
+        let deadline = k8s_openapi::jiff::Timestamp::now()
+            .checked_add(
+                k8s_openapi::jiff::SignedDuration::try_from(self.agent.timeout).unwrap_or_default(),
+            )
+            .ok()
+            .map(Time);
+        execution_for(
+            self.alert,
+            &self.session.chain_id,
+            ExecutionRequest {
                 stage: StageRef {
-                    index,
+                    index: answer.stage_index,
                     name: CHAT_STAGE_NAME.to_string(),
-                    id: Some(stage_id.to_string()),
+                    id: Some(answer.stage_id.clone()),
                 },
-                agent_name: self.resolved.agent_name.clone(),
-                display_name: self.resolved.display_name.clone(),
+                agent_name: self.agent.config.agent_name.clone(),
+                display_name: self.agent.config.display_name.clone(),
                 agent_index: 1,
-                kind: ExecutionKind::Chat.into(),
-                resolved: resolved_spec(self.resolved),
+                kind: ExecutionKind::Chat,
+                resolved: resolved_spec(&self.agent.config),
                 chat: Some(ChatRequestSpec {
                     chat_id: self.chat_id.to_string(),
                     message_id: self.message.id.clone(),
                     question: tarsy_crds::clip(&self.message.content, MAX_SPEC_QUESTION_CHARS),
                     author: Some(self.author.to_string()),
                 }),
+                deadline,
             },
-            status: None,
-        }
+        )
     }
 
     /// Ends the rows of an answer that could not start, so the chat is not

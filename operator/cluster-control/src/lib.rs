@@ -30,15 +30,15 @@ use tarsy_api::{
     AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission, NewAlert,
     SessionControl, SubmitError,
 };
-use tarsy_config::{Config, Defaults, ResolveError};
-use tarsy_core::{EventPublisher, MAX_ALERT_DATA_BYTES, SessionStatus};
+use tarsy_config::{Config, Defaults};
+use tarsy_core::{EventPublisher, SessionStatus};
+use tarsy_crds::contract::{executions_selector, owned_by};
 use tarsy_crds::{
     Agent, AgentExecution, Alert, AlertPhase, AlertSource, AlertSpec, Chain, ExecutionKind,
     LLMProvider, MCPServer, McpSelectionSpec,
 };
+use tarsy_exec::admission::{alert_masker, check_alert, new_session};
 use tarsy_store::{Store, StoreError};
-
-pub use chat::CHAT_STAGE_NAME;
 
 /// Prefix of the names of Alerts submitted through the API.
 pub const ALERT_NAME_PREFIX: &str = "api-";
@@ -69,16 +69,7 @@ impl KubeSessionControl {
         namespace: impl Into<String>,
         defaults: Defaults,
     ) -> Self {
-        let alert_masker = match tarsy_masking::MaskingService::new(
-            [],
-            defaults.alert_masking.clone(),
-        ) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                tracing::warn!(error = %e, "alert data masking is unavailable; storing alert data unmasked");
-                None
-            }
-        };
+        let alert_masker = alert_masker(&defaults);
         Self {
             client,
             store,
@@ -164,24 +155,15 @@ impl KubeSessionControl {
 
     /// The Alert's AgentExecutions (by the operator's label, then owner UID).
     async fn executions_of(&self, alert: &Alert) -> Result<Vec<AgentExecution>, kube::Error> {
-        let selector = format!(
-            "{}={}",
-            tarsy_controller::pod::LABEL_ALERT,
-            tarsy_controller::names::label_value(&alert.name_any())
-        );
         let uid = alert.metadata.uid.clone().unwrap_or_default();
         let list = self
             .api::<AgentExecution>()
-            .list(&ListParams::default().labels(&selector))
+            .list(&ListParams::default().labels(&executions_selector(&alert.name_any())))
             .await?;
         Ok(list
             .items
             .into_iter()
-            .filter(|ae| {
-                ae.owner_references()
-                    .iter()
-                    .any(|o| o.uid == uid && o.kind == "Alert")
-            })
+            .filter(|ae| owned_by(ae, &uid))
             .collect())
     }
 
@@ -193,11 +175,13 @@ impl KubeSessionControl {
         uid: &str,
         chain: &str,
     ) -> Result<bool, StoreError> {
-        let mut record = tarsy_controller::alert::session_record(alert, uid, chain);
-        if let Some(m) = &self.alert_masker {
-            record.alert_data = m.mask_alert_data(&record.alert_data);
-        }
-        self.store.create_session(record).await.map(|c| c.created)
+        let row = new_session(
+            uid,
+            chain,
+            &tarsy_crds::contract::submission_of(alert),
+            self.alert_masker.as_ref(),
+        );
+        self.store.create_session(row).await.map(|c| c.created)
     }
 }
 
@@ -227,20 +211,6 @@ fn submit_kube(what: &str, e: kube::Error) -> SubmitError {
     }
 }
 
-fn submit_error(e: ResolveError) -> SubmitError {
-    match e {
-        ResolveError::NoChainForAlertType(t) => SubmitError::UnknownAlertType(t),
-        ResolveError::AmbiguousAlertType { alert_type, chains } => {
-            SubmitError::AmbiguousAlertType {
-                alert_type,
-                chains: chains.split(", ").map(str::to_string).collect(),
-            }
-        }
-        ResolveError::ChainNotFound(c) => SubmitError::UnknownChain(c),
-        other => SubmitError::Invalid(other.to_string()),
-    }
-}
-
 fn cancel_kube(what: &str, e: kube::Error) -> CancelError {
     tracing::warn!(error = %e, "{what}");
     CancelError::Internal(kube_message(what, &e))
@@ -249,34 +219,11 @@ fn cancel_kube(what: &str, e: kube::Error) -> CancelError {
 #[async_trait]
 impl SessionControl for KubeSessionControl {
     async fn submit_alert(&self, alert: NewAlert) -> Result<AlertAccepted, SubmitError> {
-        if alert.alert_type.trim().is_empty() {
-            return Err(SubmitError::Invalid("alert_type is empty".into()));
-        }
-        if alert.data.len() > MAX_ALERT_DATA_BYTES {
-            return Err(SubmitError::Invalid(format!(
-                "alert data is {} bytes; the limit is {MAX_ALERT_DATA_BYTES}",
-                alert.data.len()
-            )));
-        }
         let config = self
             .config()
             .await
             .map_err(|e| submit_kube("reading the configuration", e))?;
-        let chain = config
-            .chain_for_alert(&alert.alert_type, alert.chain.as_deref())
-            .map_err(submit_error)?;
-        if let Some(selection) = &alert.mcp_selection {
-            config.validate_mcp_selection(selection).map_err(|e| {
-                match selection
-                    .servers
-                    .iter()
-                    .find(|s| config.mcp_server(&s.name).is_none())
-                {
-                    Some(unknown) => SubmitError::UnknownMcpServer(unknown.name.clone()),
-                    None => SubmitError::Invalid(format!("mcp_selection: {e}")),
-                }
-            })?;
-        }
+        let chain = check_alert(&config, &alert)?;
         let object = Alert {
             metadata: ObjectMeta {
                 generate_name: Some(ALERT_NAME_PREFIX.to_string()),
@@ -408,9 +355,12 @@ impl SessionControl for KubeSessionControl {
                 Err(e) => return Err(cancel_kube("annotating the chat execution", e)),
             }
             tracing::info!(session_id, execution = %ae.name_any(), "chat answer cancellation requested");
-            let stage_id = ae.spec.stage.id.clone().unwrap_or_else(|| {
-                tarsy_controller::names::stage_id(session_id, ae.spec.stage.index)
-            });
+            let stage_id = ae
+                .spec
+                .stage
+                .id
+                .clone()
+                .unwrap_or_else(|| tarsy_exec::ids::stage_id(session_id, ae.spec.stage.index));
             return Ok(CancelOutcome::Chat {
                 chat_id: ae.spec.chat.map(|c| c.chat_id).unwrap_or_default(),
                 stage_id,

@@ -432,7 +432,7 @@ async fn chat_creates_an_owned_chat_execution_one_at_a_time() {
     );
     assert_eq!(
         ae.name_any(),
-        tarsy_controller::names::execution_name(&alert.name_any(), 1, "ChatAgent")
+        tarsy_crds::contract::execution_name(&alert.name_any(), 1, "ChatAgent")
     );
     // The Postgres rows use the operator's ids.
     let row = env

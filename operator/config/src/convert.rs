@@ -41,17 +41,7 @@ pub trait SecretResolver {
 pub struct EnvSecretResolver;
 
 /// The environment variable [`EnvSecretResolver`] reads for `key`.
-pub fn env_name_for_key(key: &str) -> String {
-    key.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
+pub use tarsy_crds::contract::env_name_for_key;
 
 impl SecretResolver for EnvSecretResolver {
     fn secret(&self, reference: &SecretKeyRef) -> Result<SecretValue, SecretError> {

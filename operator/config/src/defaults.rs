@@ -18,6 +18,7 @@
 //! | `TARSY_ALERT_MASKING_ENABLED` | `alertMasking.enabled` | `true` |
 //! | `TARSY_ALERT_MASKING_GROUP` | `alertMasking.patternGroup` | `security` |
 //! | `TARSY_MAX_CONCURRENT_SESSIONS` | `maxConcurrentSessions` | 5 |
+//! | `TARSY_RUNBOOK_DOMAINS` | `runbookDomains` (comma-separated) | `github.com,raw.githubusercontent.com` |
 
 use std::time::Duration;
 
@@ -54,7 +55,12 @@ pub struct Defaults {
     pub alert_masking: AlertMaskingConfig,
     /// Sessions investigated at once; later alerts wait Pending.
     pub max_concurrent_sessions: u32,
+    /// Hosts runbooks may be fetched from (exact names or `*.domain`).
+    pub runbook_domains: Vec<String>,
 }
+
+/// Hosts runbooks come from unless configured otherwise.
+pub const DEFAULT_RUNBOOK_DOMAINS: [&str; 2] = ["github.com", "raw.githubusercontent.com"];
 
 impl Default for Defaults {
     fn default() -> Self {
@@ -67,6 +73,7 @@ impl Default for Defaults {
             session_timeout: DEFAULT_SESSION_TIMEOUT,
             alert_masking: AlertMaskingConfig::default(),
             max_concurrent_sessions: DEFAULT_MAX_CONCURRENT_SESSIONS,
+            runbook_domains: DEFAULT_RUNBOOK_DOMAINS.map(String::from).to_vec(),
         }
     }
 }
@@ -87,6 +94,7 @@ impl Default for Defaults {
 ///   sessionTimeout: 30m
 ///   alertMasking: {enabled: true, patternGroup: security}
 ///   maxConcurrentSessions: 10
+///   runbookDomains: [github.com, raw.githubusercontent.com, wiki.example.com]
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -115,6 +123,9 @@ pub struct DefaultsSpec {
     /// Sessions investigated at once (≥ 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrent_sessions: Option<u32>,
+    /// Hosts runbooks may be fetched from (replaces the built-in list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runbook_domains: Option<Vec<String>>,
 }
 
 /// Alert masking overrides.
@@ -149,6 +160,8 @@ pub mod env {
     pub const ALERT_MASKING_GROUP: &str = "TARSY_ALERT_MASKING_GROUP";
     /// Concurrency limit.
     pub const MAX_CONCURRENT_SESSIONS: &str = "TARSY_MAX_CONCURRENT_SESSIONS";
+    /// Runbook hosts, comma-separated.
+    pub const RUNBOOK_DOMAINS: &str = "TARSY_RUNBOOK_DOMAINS";
 }
 
 impl DefaultsSpec {
@@ -207,6 +220,13 @@ impl DefaultsSpec {
                 get(env::MAX_CONCURRENT_SESSIONS),
                 &mut errors,
             ),
+            runbook_domains: get(env::RUNBOOK_DOMAINS).map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|d| !d.is_empty())
+                    .map(String::from)
+                    .collect()
+            }),
         };
         // Durations are checked here so the error names the variable.
         for (name, value) in [
@@ -228,6 +248,41 @@ impl DefaultsSpec {
 }
 
 impl Defaults {
+    /// These defaults as the environment [`DefaultsSpec::from_env`] reads:
+    /// how the operator hands its defaults to the runners it starts.
+    pub fn to_env(&self) -> Vec<(&'static str, String)> {
+        let mut vars = vec![
+            (env::LLM_PROVIDER, self.llm_provider.clone()),
+            (env::ITERATION_STRATEGY, self.iteration_strategy.to_string()),
+            (env::MAX_ITERATIONS, self.max_iterations.to_string()),
+            (
+                env::ITERATION_TIMEOUT,
+                tarsy_crds::format_duration(self.iteration_timeout),
+            ),
+            (
+                env::SESSION_TIMEOUT,
+                tarsy_crds::format_duration(self.session_timeout),
+            ),
+            (
+                env::ALERT_MASKING_ENABLED,
+                self.alert_masking.enabled.to_string(),
+            ),
+            (
+                env::ALERT_MASKING_GROUP,
+                self.alert_masking.pattern_group.clone(),
+            ),
+            (
+                env::MAX_CONCURRENT_SESSIONS,
+                self.max_concurrent_sessions.to_string(),
+            ),
+            (env::RUNBOOK_DOMAINS, self.runbook_domains.join(",")),
+        ];
+        if let Some(p) = self.success_policy {
+            vars.push((env::SUCCESS_POLICY, p.to_string()));
+        }
+        vars
+    }
+
     /// Applies `spec` on top of these defaults. Problems carry the field path
     /// (`spec.maxIterations`, ...) relative to the spec.
     pub fn apply(&mut self, spec: &DefaultsSpec) -> Result<(), Vec<(String, Problem)>> {
@@ -292,6 +347,9 @@ impl Defaults {
                 self.max_concurrent_sessions = n;
             }
         }
+        if let Some(domains) = &spec.runbook_domains {
+            self.runbook_domains = domains.clone();
+        }
         if errors.is_empty() {
             Ok(())
         } else {
@@ -329,6 +387,7 @@ mod tests {
                     env::ALERT_MASKING_ENABLED => "false",
                     env::ALERT_MASKING_GROUP => "basic",
                     env::MAX_CONCURRENT_SESSIONS => "3",
+                    env::RUNBOOK_DOMAINS => "wiki.example.com, *.docs.example.com",
                     _ => return None,
                 }
                 .to_string(),
@@ -346,6 +405,33 @@ mod tests {
         assert!(!d.alert_masking.enabled);
         assert_eq!(d.alert_masking.pattern_group, "basic");
         assert_eq!(d.max_concurrent_sessions, 3);
+        assert_eq!(
+            d.runbook_domains,
+            ["wiki.example.com", "*.docs.example.com"]
+        );
+    }
+
+    #[test]
+    fn defaults_survive_the_trip_through_the_environment() {
+        let mut d = Defaults::default();
+        d.apply(&DefaultsSpec {
+            max_iterations: Some(7),
+            success_policy: Some(SuccessPolicy::All),
+            session_timeout: Some("1h30m".into()),
+            runbook_domains: Some(vec!["wiki.example.com".into()]),
+            ..Default::default()
+        })
+        .unwrap();
+        let vars = d.to_env();
+        let lookup = |name: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.clone())
+        };
+        let mut back = Defaults::default();
+        back.apply(&DefaultsSpec::from_env(&lookup).unwrap())
+            .unwrap();
+        assert_eq!(back, d);
     }
 
     #[test]

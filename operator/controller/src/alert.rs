@@ -13,24 +13,28 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use tarsy_chain::{
-    Action, ChainPlan, ExecutionPlan, ExecutionView, ExecutiveSummaryView, SessionView, StageKind,
-    StagePlan, StageStart, StageView, StopReason, decide,
+    Action, ExecutionView, ExecutiveSummaryView, SessionView, StageStart, StageView, StopReason,
+    decide,
 };
 use tarsy_config::{Config, ResolveError, resolved_spec};
-use tarsy_core::{ExecutionKind, ExecutionStatus, SessionStatus};
+use tarsy_core::{ExecutionStatus, SessionStatus, StageKind};
+use tarsy_crds::contract::submission_of;
+use tarsy_crds::contract::{ExecutionRequest, execution_for};
 use tarsy_crds::{
-    AgentExecution, AgentExecutionSpec, Alert, AlertPhase, AlertStatus, ChainSpec,
-    MAX_STATUS_TEXT_CHARS, StageRef, StageStatus, clip,
+    AgentExecution, Alert, AlertPhase, AlertStatus, ChainSpec, MAX_STATUS_TEXT_CHARS, StageRef,
+    StageStatus, clip,
 };
+use tarsy_exec::admission::new_session;
+use tarsy_exec::plan::{chain_plan, resolve_execution};
+use tarsy_exec::{ids, records};
+use tarsy_masking::MaskingService;
 use tarsy_store::{NewAgentExecution, NewSession, NewStage};
 
 use crate::conditions;
-use crate::names;
-use crate::pod::{LABEL_ALERT, LABEL_MANAGED_BY, LABEL_SESSION, MANAGED_BY};
 
 pub use tarsy_crds::STOP_ANNOTATION;
 
@@ -91,11 +95,11 @@ pub struct EventNote {
 }
 
 /// The executive summary the chain state machine asked for. The IO layer
-/// makes the call, stores the summary (or why it failed) in the session row
-/// and `status.executiveSummary` (or `status.executiveSummaryError`); the
-/// next reconcile reads that back and completes the session. Nothing else
-/// remembers the request, so an operator that restarts in between simply
-/// asks again.
+/// makes the call in the background and stores the summary (or why it
+/// failed) in the session row; the next reconcile receives it
+/// ([`SummaryProgress::Done`]), writes it to `status.executiveSummary` (or
+/// `status.executiveSummaryError`) and completes the session. An operator
+/// that restarts in between asks again (the row's summary is reused).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SummaryRequest {
     /// Session id (the Alert UID).
@@ -117,8 +121,28 @@ pub struct AlertInputs<'a> {
     pub executions: &'a BTreeMap<String, AgentExecution>,
     /// Whether the concurrency limit lets this session start now.
     pub admitted: bool,
+    /// Where the executive summary call the IO layer runs stands.
+    pub summary: &'a SummaryProgress,
+    /// Masks alert data before it is stored (`None`: unavailable; the data
+    /// is stored unmasked, fail-open).
+    pub alert_masker: Option<&'a MaskingService>,
     /// The clock.
     pub now: Timestamp,
+}
+
+/// The executive summary call, which runs outside the reconcile (a slow
+/// provider never holds a reconcile worker): asked for through
+/// [`AlertOutcome::summarize`], its result comes back here and the
+/// reconcile records it in the status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SummaryProgress {
+    /// Not running (not asked yet, or asked before an operator restart).
+    #[default]
+    Idle,
+    /// Being generated.
+    Running,
+    /// Generated (`Ok`) or failed with the reason (`Err`, fail-open).
+    Done(Result<String, String>),
 }
 
 /// What one reconcile decided.
@@ -135,7 +159,7 @@ pub struct AlertOutcome {
     /// Events to publish.
     pub events: Vec<EventNote>,
     /// The executive summary to generate (the session finishes on a later
-    /// reconcile, once the status holds the summary or its error).
+    /// reconcile, once the summary or its error came back).
     pub summarize: Option<SummaryRequest>,
     /// When to look again even if nothing changes.
     pub requeue: Option<Duration>,
@@ -148,54 +172,6 @@ impl AlertOutcome {
             reason: reason.to_string(),
             note: note.into(),
         });
-    }
-}
-
-/// The session row of an Alert (id = its UID), alert data not yet masked.
-/// The operator and the cluster-mode API both write it (whichever comes
-/// first; the insert is idempotent), so both build it here. The MCP
-/// selection is stored in the same form local mode stores it.
-pub fn session_record(alert: &Alert, uid: &str, chain: &str) -> NewSession {
-    NewSession {
-        id: uid.to_string(),
-        alert_data: alert.spec.data.clone(),
-        alert_type: alert.spec.alert_type.clone(),
-        chain_id: chain.to_string(),
-        author: alert.spec.author.clone(),
-        runbook_url: alert.spec.runbook_url.clone(),
-        mcp_selection: alert
-            .spec
-            .mcp_selection
-            .as_ref()
-            .and_then(|s| serde_json::to_value(tarsy_core::McpSelection::from(s)).ok()),
-    }
-}
-
-/// The chain plan of a chain spec (stages with expanded executions).
-pub fn chain_plan(config: &Config, name: &str, chain: &ChainSpec) -> ChainPlan {
-    ChainPlan {
-        chain: name.to_string(),
-        stages: chain
-            .stages
-            .iter()
-            .map(|stage| StagePlan {
-                name: stage.name.clone(),
-                success_policy: config.resolve_success_policy(stage),
-                parallel_type: tarsy_config::parallel_type(stage),
-                executions: tarsy_config::stage_executions(stage)
-                    .into_iter()
-                    .map(|e| ExecutionPlan {
-                        agent_name: e.stage_agent.name.clone(),
-                        display_name: e.display_name,
-                    })
-                    .collect(),
-                synthesis_agent: stage
-                    .synthesis
-                    .as_ref()
-                    .and_then(|s| s.agent.clone())
-                    .unwrap_or_else(|| tarsy_config::builtin::SYNTHESIS_AGENT.to_string()),
-            })
-            .collect(),
     }
 }
 
@@ -266,10 +242,11 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     out.status.session_id = Some(uid.clone());
     // The row exists once the session left Pending.
     if phase == AlertPhase::Pending {
-        out.store.push(StoreOp::CreateSession(session_record(
-            alert,
-            &uid,
+        out.store.push(StoreOp::CreateSession(new_session(
+            uid.clone(),
             &chain.name,
+            &submission_of(alert),
+            inputs.alert_masker,
         )));
     }
     let cancel = alert.spec.cancel == Some(true);
@@ -335,7 +312,7 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     }
 
     // 3. The chain state machine, applied until it waits.
-    let plan = chain_plan(inputs.config, &chain.name, &chain.spec);
+    let plan = chain_plan(inputs.config, chain);
     let timeout = match inputs.config.session_timeout(&chain.spec) {
         Ok(t) => t,
         Err(e) => {
@@ -358,26 +335,34 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
         .map_or(now.as_second(), |t| t.0.as_second());
     let deadline = started.saturating_add(i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX));
     let deadline_passed = now.as_second() >= deadline;
+    let deadline_at = Timestamp::from_second(deadline).ok();
 
     let mut executions = inputs.executions.clone();
-    // The summary's progress lives in the status (written by the IO layer).
+    // A summary that came back goes to the status, which keeps it.
+    if let SummaryProgress::Done(result) = inputs.summary
+        && out.status.executive_summary.is_none()
+        && out.status.executive_summary_error.is_none()
+    {
+        match result {
+            Ok(text) => out.status.executive_summary = Some(clip(text, MAX_STATUS_TEXT_CHARS)),
+            Err(e) => {
+                out.status.executive_summary_error = Some(clip(e, MAX_STATUS_TEXT_CHARS));
+                out.event(true, "ExecutiveSummaryFailed", e.clone());
+            }
+        }
+    }
     let mut summary = match (
         &out.status.executive_summary,
         &out.status.executive_summary_error,
+        inputs.summary,
     ) {
-        (Some(text), _) => ExecutiveSummaryView::Generated(text.clone()),
-        (None, Some(error)) => ExecutiveSummaryView::Failed(error.clone()),
-        (None, None) => ExecutiveSummaryView::NotRequested,
+        (Some(text), _, _) => ExecutiveSummaryView::Generated(text.clone()),
+        (None, Some(error), _) => ExecutiveSummaryView::Failed(error.clone()),
+        (None, None, SummaryProgress::Running) => ExecutiveSummaryView::Requested,
+        (None, None, _) => ExecutiveSummaryView::NotRequested,
     };
     for _ in 0..16 {
-        let view = session_view(
-            &plan,
-            &out.status,
-            &executions,
-            cancel,
-            deadline_passed,
-            &summary,
-        );
+        let view = session_view(&out.status, &executions, cancel, deadline_passed, &summary);
         let actions = decide(&plan, &view);
         if actions.is_empty() {
             break;
@@ -385,9 +370,18 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
         for action in actions {
             match action {
                 Action::StartStage(start) => {
-                    if let Err(e) =
-                        start_stage(&mut out, inputs, &chain.spec, &start, &mut executions, now)
-                    {
+                    let stage = StageTiming {
+                        now,
+                        deadline: deadline_at,
+                    };
+                    if let Err(e) = start_stage(
+                        &mut out,
+                        inputs,
+                        &chain.spec,
+                        &start,
+                        &mut executions,
+                        stage,
+                    ) {
                         fail(&mut out, &uid, "InvalidConfig", e, generation, now, true);
                         return out;
                     }
@@ -489,7 +483,6 @@ fn execution_at(status: &AlertStatus, stage: u32, index: u32) -> Option<String> 
 /// The state machine's view of the session, from the status's stage records
 /// and the executions' phases.
 pub fn session_view(
-    plan: &ChainPlan,
     status: &AlertStatus,
     executions: &BTreeMap<String, AgentExecution>,
     cancel: bool,
@@ -499,20 +492,12 @@ pub fn session_view(
     let mut stages: Vec<StageView> = Vec::new();
     let mut next_config = 0usize;
     for record in &status.stages {
-        let prev = stages.last();
-        let is_synthesis = prev.is_some_and(|p| {
-            p.kind == StageKind::Investigation
-                && p.executions.len() > 1
-                && plan
-                    .stages
-                    .get(p.config_index)
-                    .is_some_and(|s| record.name == format!("{} - Synthesis", s.name))
-        });
-        let (kind, config_index) = if is_synthesis {
-            (StageKind::Synthesis, prev.map_or(0, |p| p.config_index))
+        let kind = record.kind.map_or(StageKind::Investigation, Into::into);
+        let config_index = if kind == StageKind::Synthesis {
+            stages.last().map_or(0, |p| p.config_index)
         } else {
             next_config += 1;
-            (StageKind::Investigation, next_config - 1)
+            next_config - 1
         };
         let views = record
             .executions
@@ -524,6 +509,7 @@ pub fn session_view(
             db_index: record.index,
             config_index,
             kind,
+            name: record.name.clone(),
             status: record.phase.into(),
             executions: views,
         });
@@ -552,89 +538,54 @@ fn execution_view(ae: Option<&AgentExecution>, name: &str, index: u32) -> Execut
     }
 }
 
+/// When a stage starts and when its session must end.
+#[derive(Debug, Clone, Copy)]
+struct StageTiming {
+    now: Timestamp,
+    deadline: Option<Timestamp>,
+}
+
 fn start_stage(
     out: &mut AlertOutcome,
     inputs: &AlertInputs<'_>,
     chain: &ChainSpec,
     start: &StageStart,
     executions: &mut BTreeMap<String, AgentExecution>,
-    now: Timestamp,
+    timing: StageTiming,
 ) -> Result<(), String> {
     let alert = inputs.alert;
     let uid = alert.metadata.uid.clone().unwrap_or_default();
-    let alert_name = alert.metadata.name.clone().unwrap_or_default();
-    let stage_spec = chain
-        .stages
-        .get(start.config_index)
-        .ok_or_else(|| format!("chain has no stage {}", start.config_index + 1))?;
-    let stage_id = names::stage_id(&uid, start.db_index);
-    out.store.push(StoreOp::CreateStage(NewStage {
-        id: Some(stage_id.clone()),
-        session_id: uid.clone(),
-        stage_name: start.name.clone(),
-        stage_index: i64::from(start.db_index),
-        expected_agent_count: start.executions.len() as i64,
-        parallel_type: start.parallel_type,
-        success_policy: start.success_policy,
-        chat_id: None,
-        chat_user_message_id: None,
-    }));
-    let stage_executions = tarsy_config::stage_executions(stage_spec);
+    let chain_name = out.status.chain.clone().unwrap_or_default();
+    let stage_id = ids::stage_id(&uid, start.db_index);
+    out.store
+        .push(StoreOp::CreateStage(records::stage_row(&uid, start)));
+    let selection = alert
+        .spec
+        .mcp_selection
+        .as_ref()
+        .map(tarsy_core::McpSelection::from);
     let mut names_of = Vec::new();
     for exec in &start.executions {
-        let resolved = match exec.kind {
-            ExecutionKind::Synthesis => inputs.config.resolve_synthesis(chain, stage_spec),
-            _ => {
-                let stage_agent = stage_executions
-                    .iter()
-                    .find(|e| e.agent_index == exec.index)
-                    .map(|e| e.stage_agent.clone())
-                    .ok_or_else(|| format!("stage {:?} has no agent {}", start.name, exec.index))?;
-                inputs
-                    .config
-                    .resolve_agent(chain, stage_spec, &stage_agent, &exec.display_name)
-            }
-        }
+        let resolved = resolve_execution(
+            inputs.config,
+            chain,
+            start.config_index,
+            start.kind,
+            exec.index,
+            selection.as_ref(),
+        )
         .map_err(|e| format!("stage {:?}, agent {}: {e}", start.name, exec.display_name))?;
-        let mut resolved = resolved;
-        if let Some(sel) = alert
-            .spec
-            .mcp_selection
-            .as_ref()
-            .filter(|_| exec.kind != ExecutionKind::Synthesis)
-        {
-            inputs
-                .config
-                .apply_mcp_selection(&mut resolved, &tarsy_core::McpSelection::from(sel))
-                .map_err(|e| format!("mcpSelection: {e}"))?;
-        }
-        let name = names::execution_name(&alert_name, start.db_index, &exec.display_name);
-        out.store.push(StoreOp::CreateExecution(NewAgentExecution {
-            id: Some(names::execution_id(&uid, start.db_index, exec.index)),
-            stage_id: stage_id.clone(),
-            session_id: uid.clone(),
-            agent_name: exec.display_name.clone(),
-            agent_index: i64::from(exec.index),
-            kind: exec.kind,
-            iteration_strategy: resolved.iteration_strategy,
-            llm_provider: Some(resolved.llm_provider.name.clone()),
-        }));
-        let ae = AgentExecution {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: alert.metadata.namespace.clone(),
-                labels: Some(BTreeMap::from([
-                    (LABEL_ALERT.to_string(), names::label_value(&alert_name)),
-                    (LABEL_SESSION.to_string(), names::label_value(&uid)),
-                    (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
-                ])),
-                owner_references: Some(vec![owner_ref(alert)]),
-                ..ObjectMeta::default()
-            },
-            spec: AgentExecutionSpec {
-                session_id: uid.clone(),
-                alert_name: alert_name.clone(),
-                chain: out.status.chain.clone().unwrap_or_default(),
+        out.store
+            .push(StoreOp::CreateExecution(records::execution_row(
+                &uid,
+                start.db_index,
+                exec,
+                Some(&resolved),
+            )));
+        let ae = execution_for(
+            alert,
+            &chain_name,
+            ExecutionRequest {
                 stage: StageRef {
                     index: start.db_index,
                     name: start.name.clone(),
@@ -646,9 +597,10 @@ fn start_stage(
                 kind: exec.kind.into(),
                 resolved: resolved_spec(&resolved),
                 chat: None,
+                deadline: timing.deadline.map(Time),
             },
-            status: None,
-        };
+        );
+        let name = ae.name_any();
         if !executions.contains_key(&name) {
             executions.insert(name.clone(), ae.clone());
         }
@@ -658,12 +610,13 @@ fn start_stage(
     out.status.stages.push(StageStatus {
         index: start.db_index,
         name: start.name.clone(),
+        kind: Some(start.kind.into()),
         stage_id: Some(stage_id),
         phase: tarsy_crds::ExecutionPhase::Active,
         executions: names_of,
         parallel_type: start.parallel_type.map(Into::into),
         success_policy: start.success_policy.map(Into::into),
-        started_at: Some(Time(now)),
+        started_at: Some(Time(timing.now)),
         completed_at: None,
         error: None,
     });
@@ -680,18 +633,6 @@ fn start_stage(
         ),
     );
     Ok(())
-}
-
-/// The owner reference of an Alert's children.
-pub fn owner_ref(alert: &Alert) -> OwnerReference {
-    OwnerReference {
-        api_version: tarsy_crds::API_VERSION.into(),
-        kind: "Alert".into(),
-        name: alert.metadata.name.clone().unwrap_or_default(),
-        uid: alert.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
 }
 
 fn finish_stage(
@@ -713,7 +654,7 @@ fn finish_stage(
         stage_id: record
             .stage_id
             .clone()
-            .unwrap_or_else(|| names::stage_id(uid, db_index)),
+            .unwrap_or_else(|| ids::stage_id(uid, db_index)),
         status,
         error: error.clone(),
     });

@@ -1,29 +1,47 @@
-//! The TARSy Kubernetes operator (DESIGN §2–§4).
+//! The TARSy Kubernetes operator (DESIGN §2–§4): reconcilers around the
+//! mode-neutral execution layer (`tarsy_exec`). Pure reconciles compute
+//! what to do from what is observed; thin IO modules carry it out.
 //!
-//! - [`pod`]: the investigation pod of an AgentExecution (pure, snapshot-tested);
-//! - [`names`]: deterministic, DNS-safe child names;
-//! - [`alert`]: the Alert reconcile, sans IO (status, children, Postgres
-//!   writes and Events computed from observed state);
-//! - [`execution`]: the AgentExecution reconcile, sans IO (pod lifecycle,
-//!   failures the runner cannot record);
+//! Pure (no IO, tested with values):
+//! - [`alert`]: the Alert reconcile (status, children, Postgres writes,
+//!   Events, the executive summary request) on the chain state machine;
+//! - [`execution`]: the AgentExecution reconcile (pod lifecycle, failures
+//!   the runner cannot record);
+//! - [`pod`]: the investigation pod of an AgentExecution (snapshot-tested);
 //! - [`health`]: MCPServer `lastHealth` from runners' connection outcomes;
 //! - [`resources`]: Ready conditions of Chain, Agent, MCPServer, LLMProvider;
-//! - [`controller`]: the kube-runtime Controllers doing the IO ([`run`]);
-//! - [`metrics`]: Prometheus metrics, `/healthz`, `/readyz`;
 //! - [`conditions`]: standard conditions.
 //!
-//! The runner contract (arguments and environment of `tarsy runner`) is
-//! documented in this crate's README.
+//! IO:
+//! - [`run`]: settings, watches, leadership, the controllers ([`run()`]);
+//! - `alert_io`, `execution_io`, `config_ready`: each reconcile's reads and writes;
+//! - `store_ops`: the Postgres writes an Alert reconcile asks for;
+//! - `status_apply`: server-side apply of statuses;
+//! - [`summaries`]: executive summaries, outside the reconciles;
+//! - [`metrics`]: Prometheus metrics, `/healthz`, `/readyz`.
+//!
+//! Names, labels, annotations and the runner's environment are the
+//! cluster-side contract in `tarsy_crds::contract`; everything a mode does
+//! not decide is `tarsy_exec`'s.
 
 pub mod alert;
+mod alert_io;
 pub mod conditions;
-pub mod controller;
+mod config_ready;
+mod context;
+mod error;
 pub mod execution;
+mod execution_io;
 pub mod health;
 pub mod metrics;
-pub mod names;
 pub mod pod;
 pub mod resources;
+pub mod run;
+mod status_apply;
+mod store_ops;
+pub mod summaries;
 
-pub use controller::{Error, LeaderElection, Settings, run};
+pub use error::Error;
 pub use pod::PodSettings;
+pub use run::{LeaderElection, Settings, run};
+pub use status_apply::{FIELD_MANAGER, HEALTH_FIELD_MANAGER};

@@ -25,18 +25,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 use tarsy_crds::{AgentExecution, EnvVarSpec, MCPServerSpec, SecretKeyRef};
 
-use crate::names::{dns_label, label_value};
-
-/// Label: name of the Alert a pod / execution belongs to.
-pub const LABEL_ALERT: &str = "tarsy.dev/alert";
-/// Label: name of the AgentExecution a pod runs.
-pub const LABEL_EXECUTION: &str = "tarsy.dev/execution";
-/// Label: session id (the Alert UID).
-pub const LABEL_SESSION: &str = "tarsy.dev/session";
-/// Label: who manages the object.
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-/// Value of [`LABEL_MANAGED_BY`].
-pub const MANAGED_BY: &str = "tarsy-operator";
+use tarsy_crds::contract::runner_env as env;
+use tarsy_crds::contract::{
+    LABEL_ALERT, LABEL_EXECUTION, LABEL_MANAGED_BY, LABEL_SESSION, MANAGED_BY, dns_label,
+    label_value, secret_env_name,
+};
 
 /// Name of the runner container.
 pub const RUNNER_CONTAINER: &str = "runner";
@@ -45,21 +38,6 @@ pub const BIN_COPY_CONTAINER: &str = "tarsy-bin";
 /// Where the shared `emptyDir` with the `tarsy` binary is mounted.
 pub const BIN_DIR: &str = "/tarsy-bin";
 const BIN_VOLUME: &str = "tarsy-bin";
-
-/// Runner environment: `NAMESPACE/NAME` of its AgentExecution.
-pub const ENV_EXECUTION: &str = "TARSY_EXECUTION";
-/// Runner environment: Postgres URL (from a Secret).
-pub const ENV_DATABASE_URL: &str = "TARSY_DATABASE_URL";
-/// Runner environment: address of the LLM service (`http://host:port`).
-pub const ENV_LLM_SERVICE: &str = "TARSY_LLM_SERVICE_ADDR";
-/// Runner environment: `name=port,...` of each stdio server's bridge.
-pub const ENV_BRIDGE_PORTS: &str = "TARSY_MCP_BRIDGE_PORTS";
-/// Runner environment: `name=url,...` of every MCP server on localhost.
-pub const ENV_MCP_ENDPOINTS: &str = "TARSY_MCP_ENDPOINTS";
-/// Runner environment: the pod's own name (downward API).
-pub const ENV_POD_NAME: &str = "TARSY_POD_NAME";
-/// Runner environment: the pod's namespace (downward API).
-pub const ENV_POD_NAMESPACE: &str = "TARSY_POD_NAMESPACE";
 
 /// Where the CA bundle of a remote server's `tls.caSecretRef` is mounted
 /// (`{dir}/{server}/{key}`), as `tarsy-config` expects.
@@ -89,6 +67,10 @@ pub struct PodSettings {
     pub runner_resources: Option<ResourceRequirements>,
     /// Resources of each MCP sidecar.
     pub sidecar_resources: Option<ResourceRequirements>,
+    /// The operator's defaults, as the runner reads them from its
+    /// environment (`tarsy_config::Defaults::to_env`): runbook hosts,
+    /// masking, the session timeout of executions without a deadline.
+    pub runner_defaults: Vec<(String, String)>,
 }
 
 impl PodSettings {
@@ -113,6 +95,7 @@ impl PodSettings {
             ],
             runner_resources: None,
             sidecar_resources: None,
+            runner_defaults: Vec::new(),
         }
     }
 }
@@ -159,7 +142,7 @@ pub enum PodError {
 /// The ports a pod's MCP servers listen on: container servers on their own
 /// port, stdio servers on bridge ports assigned in name order from
 /// `base`, skipping taken ports. Deterministic, so the runner (given the
-/// same map through [`ENV_BRIDGE_PORTS`]) and the pod always agree.
+/// same map through [`env::BRIDGE_PORTS`]) and the pod always agree.
 pub fn assign_ports(
     servers: &BTreeMap<String, MCPServerSpec>,
     base: u16,
@@ -226,11 +209,11 @@ pub fn build_pod(inputs: &PodInputs<'_>, settings: &PodSettings) -> Result<Pod, 
     }
 
     let mut runner_env = vec![
-        plain_env(ENV_EXECUTION, format!("{namespace}/{name}")),
-        secret_env(ENV_DATABASE_URL, &settings.database_url_secret),
-        plain_env(ENV_LLM_SERVICE, settings.llm_service_addr.clone()),
-        field_env(ENV_POD_NAME, "metadata.name"),
-        field_env(ENV_POD_NAMESPACE, "metadata.namespace"),
+        plain_env(env::EXECUTION, format!("{namespace}/{name}")),
+        secret_env(env::DATABASE_URL, &settings.database_url_secret),
+        plain_env(env::LLM_SERVICE, settings.llm_service_addr.clone()),
+        field_env(env::POD_NAME, "metadata.name"),
+        field_env(env::POD_NAMESPACE, "metadata.namespace"),
     ];
     let mut runner_mounts = Vec::new();
     let mut endpoints = Vec::new();
@@ -330,10 +313,13 @@ pub fn build_pod(inputs: &PodInputs<'_>, settings: &PodSettings) -> Result<Pod, 
         }
     }
     if !bridge_ports.is_empty() {
-        runner_env.push(plain_env(ENV_BRIDGE_PORTS, bridge_ports.join(",")));
+        runner_env.push(plain_env(env::BRIDGE_PORTS, bridge_ports.join(",")));
     }
     if !endpoints.is_empty() {
-        runner_env.push(plain_env(ENV_MCP_ENDPOINTS, endpoints.join(",")));
+        runner_env.push(plain_env(env::MCP_ENDPOINTS, endpoints.join(",")));
+    }
+    for (name, value) in &settings.runner_defaults {
+        runner_env.push(plain_env(name, value.clone()));
     }
 
     let runner = Container {
@@ -390,17 +376,6 @@ pub fn build_pod(inputs: &PodInputs<'_>, settings: &PodSettings) -> Result<Pod, 
         }),
         status: None,
     })
-}
-
-/// Environment variable through which the runner receives the value of
-/// Secret key `r` (for remote servers' bearer tokens):
-/// `TARSY_SECRET_{NAME}__{KEY}`, upper-cased, other characters → `_`.
-pub fn secret_env_name(r: &SecretKeyRef) -> String {
-    format!(
-        "TARSY_SECRET_{}__{}",
-        tarsy_config::convert::env_name_for_key(&r.name),
-        tarsy_config::convert::env_name_for_key(&r.key)
-    )
 }
 
 /// Every Secret key `(name, key)` a server references (its Ready condition

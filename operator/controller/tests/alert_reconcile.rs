@@ -10,7 +10,8 @@ use kube::api::ObjectMeta;
 use tarsy_chain::StopReason;
 use tarsy_config::{Config, Defaults};
 use tarsy_controller::alert::{
-    AlertInputs, AlertOutcome, STOP_ANNOTATION, StoreOp, SummaryRequest, reconcile_alert,
+    AlertInputs, AlertOutcome, STOP_ANNOTATION, StoreOp, SummaryProgress, SummaryRequest,
+    reconcile_alert,
 };
 use tarsy_controller::conditions;
 use tarsy_core::SessionStatus;
@@ -75,6 +76,7 @@ struct World {
     alert: Alert,
     config: Config,
     executions: BTreeMap<String, AgentExecution>,
+    summary: SummaryProgress,
     now: Timestamp,
 }
 
@@ -84,6 +86,7 @@ impl World {
             alert,
             config: config(chains),
             executions: BTreeMap::new(),
+            summary: SummaryProgress::Idle,
             now: Timestamp::from_second(1_800_000_000).unwrap(),
         }
     }
@@ -94,6 +97,8 @@ impl World {
             config: &self.config,
             executions: &self.executions,
             admitted,
+            summary: &self.summary,
+            alert_masker: None,
             now: self.now,
         });
         for ae in &out.create {
@@ -280,13 +285,19 @@ fn runs_the_whole_chain_with_synthesis_and_is_idempotent() {
         out.store
     );
     assert!(out.requeue.is_some());
-    // Nothing recorded the summary (an operator restart): asked again.
+    // While the call runs (outside the reconcile) nothing is asked again.
+    w.summary = SummaryProgress::Running;
+    let waiting = w.step(true);
+    assert_eq!(waiting.summarize, None);
+    assert_eq!(w.phase(), AlertPhase::InProgress);
+    // Nothing remembers the call (an operator restart): asked again.
+    w.summary = SummaryProgress::Idle;
     let again = w.step(true);
     assert_eq!(again.summarize, out.summarize);
     assert_eq!(w.phase(), AlertPhase::InProgress);
 
-    // The IO layer wrote the summary into the status → Completed with both.
-    w.alert.status.as_mut().unwrap().executive_summary = Some("OOM: raise the limit".into());
+    // The summary came back → into the status, Completed with both.
+    w.summary = SummaryProgress::Done(Ok("OOM: raise the limit".into()));
     let out = w.step(true);
     assert_eq!(out.summarize, None);
     assert_eq!(w.phase(), AlertPhase::Completed);
@@ -338,9 +349,15 @@ fn a_failed_summary_still_completes_the_session() {
         out.summarize.as_ref().map(|r| r.final_analysis.as_str()),
         Some("disk full")
     );
-    w.alert.status.as_mut().unwrap().executive_summary_error =
-        Some("executive summary timed out after 120s".into());
+    w.summary = SummaryProgress::Done(Err("executive summary timed out after 120s".into()));
     let out = w.step(true);
+    assert!(
+        out.events
+            .iter()
+            .any(|e| e.warning && e.reason == "ExecutiveSummaryFailed"),
+        "{:?}",
+        out.events
+    );
     assert_eq!(w.phase(), AlertPhase::Completed);
     let status = w.alert.status.clone().unwrap();
     assert_eq!(status.final_analysis.as_deref(), Some("disk full"));

@@ -449,11 +449,7 @@ async fn operator_runs_alerts_end_to_end_on_the_emulator() {
             .contains("exit code 3")
     );
     let row = store
-        .get_agent_execution(&tarsy_controller::names::execution_id(
-            &crashy.uid().unwrap(),
-            1,
-            1,
-        ))
+        .get_agent_execution(&tarsy_exec::ids::execution_id(&crashy.uid().unwrap(), 1, 1))
         .await
         .unwrap();
     assert_eq!(row.status, tarsy_core::ExecutionStatus::Failed);

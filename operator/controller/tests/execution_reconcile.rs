@@ -50,6 +50,7 @@ fn execution() -> AgentExecution {
                 native_tools_override: None,
             },
             chat: None,
+            deadline: None,
         },
     );
     ae.metadata = ObjectMeta {

@@ -41,6 +41,7 @@ fn execution() -> AgentExecution {
                 native_tools_override: None,
             },
             chat: None,
+            deadline: None,
         },
     );
     ae.metadata = ObjectMeta {

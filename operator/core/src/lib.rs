@@ -6,6 +6,7 @@
 //! independently.
 
 pub mod config;
+pub mod control;
 pub mod conversation;
 pub mod recorder;
 pub mod status;

@@ -1,10 +1,12 @@
 //! The lifecycle events every driver publishes the same way — local mode,
 //! the operator, the runner and the cluster-mode API: `session.status` (on
-//! the session's channel and the session list) and `stage.status`. Delivery
+//! the session's channel and the session list), `stage.status`, and an
+//! accepted chat question (`chat.created`, `chat.user_message`). Delivery
 //! is best effort: the records are stored already, a failure is logged.
 
 use chrono::Utc;
 use serde_json::{Value, json};
+use tarsy_core::control::{ChatAccepted, ChatSubmission};
 use tarsy_core::recorder::{SESSIONS_CHANNEL, session_channel};
 use tarsy_core::{EventPublisher, SessionStatus};
 
@@ -64,5 +66,43 @@ pub async fn publish_stage_status(
 async fn publish(publisher: &dyn EventPublisher, session_id: &str, channel: &str, payload: Value) {
     if let Err(e) = publisher.publish(session_id, channel, payload).await {
         tracing::warn!(%session_id, %channel, error = %e, "event not published");
+    }
+}
+
+/// Publishes an accepted question on its session's channel: `chat.created`
+/// when it opened the chat, then `chat.user_message`. Live delivery is best
+/// effort (the records are stored already): a failure is logged.
+pub async fn publish_chat_accepted(
+    publisher: &dyn EventPublisher,
+    submission: &ChatSubmission,
+    accepted: &ChatAccepted,
+) {
+    let session_id = submission.session_id.as_str();
+    let channel = session_channel(session_id);
+    let now = chrono::Utc::now().to_rfc3339();
+    let mut events = Vec::with_capacity(2);
+    if accepted.chat_created {
+        events.push(serde_json::json!({
+            "type": "chat.created",
+            "session_id": session_id,
+            "chat_id": accepted.chat_id,
+            "created_by": submission.author,
+            "timestamp": now,
+        }));
+    }
+    events.push(serde_json::json!({
+        "type": "chat.user_message",
+        "session_id": session_id,
+        "chat_id": accepted.chat_id,
+        "message_id": accepted.message_id,
+        "stage_id": accepted.stage_id,
+        "content": submission.content.trim(),
+        "author": submission.author,
+        "timestamp": now,
+    }));
+    for event in events {
+        if let Err(e) = publisher.publish(session_id, &channel, event).await {
+            tracing::warn!(%session_id, error = %e, "chat event not published");
+        }
     }
 }

@@ -1,16 +1,15 @@
 //! Pure parts of the runner: what its AgentExecution status says (phase,
-//! bounded recent timeline, tokens, clipped texts), the command-line and
-//! environment formats it reads, and which earlier stages feed its context.
+//! bounded recent timeline, tokens, clipped texts) and the command-line and
+//! environment formats it reads.
 
 use std::collections::BTreeMap;
 
-use tarsy_core::{ExecutionKind, ExecutionStatus, TimelineEvent, TimelineEventType, TokenUsage};
+use tarsy_core::{ExecutionStatus, TimelineEvent, TokenUsage};
 use tarsy_crds::{
     AgentExecutionStatus, ExecutionPhase, MAX_MCP_OUTCOME_ERROR_CHARS, MAX_MCP_OUTCOMES,
     MAX_RECENT_TIMELINE, MAX_SNIPPET_CHARS, MAX_STATUS_TEXT_CHARS, McpServerOutcome,
     TimelineSnippet, TokenUsageStatus, clip,
 };
-use tarsy_engine::context::StageResult;
 use tarsy_engine::prompt::FailedServer;
 
 use crate::error::RunnerError;
@@ -190,93 +189,12 @@ pub fn parse_ports(s: &str) -> Result<BTreeMap<String, u16>, RunnerError> {
         .collect()
 }
 
-/// One execution of an earlier stage, as read back from Postgres.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PriorExecution {
-    /// Its kind.
-    pub kind: ExecutionKind,
-    /// Its status.
-    pub status: ExecutionStatus,
-    /// Its last `final_analysis` timeline event.
-    pub final_analysis: Option<String>,
-}
-
-/// One earlier stage record, as read back from Postgres.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PriorStage {
-    /// Stage record index.
-    pub index: u32,
-    /// Stage name.
-    pub name: String,
-    /// Status.
-    pub status: ExecutionStatus,
-    /// Whether it answered a chat message (never investigation context).
-    pub chat: bool,
-    /// Its executions.
-    pub executions: Vec<PriorExecution>,
-}
-
-/// The results of stages before `before` that later stages build on — the
-/// same rule as the chain state machine: completed stages, either a
-/// synthesis or a single-agent stage, with a completed execution's final
-/// analysis (a parallel stage's result is its synthesis).
-pub fn previous_stage_results(stages: &[PriorStage], before: u32) -> Vec<StageResult> {
-    let mut sorted: Vec<&PriorStage> = stages
-        .iter()
-        .filter(|s| s.index < before && !s.chat && s.status == ExecutionStatus::Completed)
-        .collect();
-    sorted.sort_by_key(|s| s.index);
-    sorted
-        .into_iter()
-        .filter(|s| {
-            s.executions.len() == 1
-                || s.executions
-                    .iter()
-                    .any(|e| e.kind == ExecutionKind::Synthesis)
-        })
-        .filter_map(|s| {
-            s.executions
-                .iter()
-                .find(|e| e.status == ExecutionStatus::Completed)
-                .and_then(|e| e.final_analysis.clone())
-                .map(|a| StageResult {
-                    stage_name: s.name.clone(),
-                    final_analysis: a,
-                })
-        })
-        .collect()
-}
-
-/// The stage a synthesis at `index` synthesises: the latest earlier
-/// non-chat stage with investigation executions.
-pub fn synthesis_target(stages: &[PriorStage], index: u32) -> Option<&PriorStage> {
-    stages
-        .iter()
-        .filter(|s| {
-            s.index < index
-                && !s.chat
-                && s.executions
-                    .iter()
-                    .all(|e| e.kind == ExecutionKind::Investigation)
-        })
-        .max_by_key(|s| s.index)
-}
-
-/// The final analysis an execution recorded last in its timeline.
-pub fn last_final_analysis(events: &[TimelineEvent]) -> Option<String> {
-    events
-        .iter()
-        .filter(|e| e.event_type == TimelineEventType::FinalAnalysis)
-        .max_by_key(|e| e.sequence_number)
-        .map(|e| e.content.clone())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::Utc;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use tarsy_core::{RecordScope, TimelineEventStatus};
+    use tarsy_core::{RecordScope, TimelineEventStatus, TimelineEventType};
 
     fn event(seq: i64, t: TimelineEventType, content: &str) -> TimelineEvent {
         TimelineEvent {
@@ -414,76 +332,5 @@ mod tests {
         assert_eq!(o.len(), MAX_MCP_OUTCOMES);
         assert!(o.iter().all(|x| x.healthy));
         assert!(mcp_outcomes(&[], &failed, &at).is_empty());
-    }
-
-    fn exec(kind: ExecutionKind, status: ExecutionStatus, fa: Option<&str>) -> PriorExecution {
-        PriorExecution {
-            kind,
-            status,
-            final_analysis: fa.map(str::to_string),
-        }
-    }
-
-    #[test]
-    fn previous_stages_follow_the_state_machine_rule() {
-        use ExecutionKind::*;
-        use ExecutionStatus::*;
-        let stages = vec![
-            PriorStage {
-                index: 1,
-                name: "parallel".into(),
-                status: Completed,
-                chat: false,
-                executions: vec![
-                    exec(Investigation, Completed, Some("a")),
-                    exec(Investigation, Failed, None),
-                ],
-            },
-            PriorStage {
-                index: 0,
-                name: "triage".into(),
-                status: Completed,
-                chat: false,
-                executions: vec![exec(Investigation, Completed, Some("triaged"))],
-            },
-            PriorStage {
-                index: 2,
-                name: "parallel - Synthesis".into(),
-                status: Completed,
-                chat: false,
-                executions: vec![exec(Synthesis, Completed, Some("synth"))],
-            },
-            PriorStage {
-                index: 3,
-                name: "failed".into(),
-                status: Failed,
-                chat: false,
-                executions: vec![exec(Investigation, Failed, None)],
-            },
-            PriorStage {
-                index: 9,
-                name: "later".into(),
-                status: Completed,
-                chat: false,
-                executions: vec![exec(Investigation, Completed, Some("future"))],
-            },
-        ];
-        let r = previous_stage_results(&stages, 5);
-        let names: Vec<_> = r.iter().map(|s| s.stage_name.as_str()).collect();
-        assert_eq!(names, ["triage", "parallel - Synthesis"]);
-        assert_eq!(r[1].final_analysis, "synth");
-        assert_eq!(synthesis_target(&stages, 2).unwrap().name, "parallel");
-        assert_eq!(synthesis_target(&stages, 0), None);
-    }
-
-    #[test]
-    fn last_final_analysis_wins() {
-        let events = vec![
-            event(3, TimelineEventType::FinalAnalysis, "second"),
-            event(1, TimelineEventType::FinalAnalysis, "first"),
-            event(4, TimelineEventType::LlmResponse, "other"),
-        ];
-        assert_eq!(last_final_analysis(&events).as_deref(), Some("second"));
-        assert_eq!(last_final_analysis(&[]), None);
     }
 }

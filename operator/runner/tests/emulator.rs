@@ -78,6 +78,7 @@ async fn setup(name: &str, script: ScriptedLlm) -> Setup {
             id: Some(stage_id.clone()),
             session_id: session_id.clone(),
             stage_name: "investigate".into(),
+            kind: tarsy_core::StageKind::Investigation,
             stage_index: 0,
             expected_agent_count: 1,
             parallel_type: None,
@@ -153,6 +154,7 @@ async fn setup(name: &str, script: ScriptedLlm) -> Setup {
                 native_tools_override: None,
             },
             chat: None,
+            deadline: None,
         },
     );
     let api: Api<AgentExecution> = Api::namespaced(client.clone(), NS);

@@ -16,6 +16,8 @@ use tarsy_core::{EventPublisher, McpServerConfig};
 use tarsy_engine::LlmClient;
 use tarsy_engine::fallback::CircuitBreakers;
 use tarsy_events::EventHub;
+use tarsy_exec::runbook::runbook_source;
+use tarsy_exec::{DEFAULT_LLM_ADDR, Launcher, LlmCallNotice, LlmRouter};
 use tarsy_masking::MaskingService;
 use tarsy_mcp::{HealthMonitor, McpClientFactory, McpTimeouts, SystemWarnings};
 use tarsy_store::{ConnectOptions, Session, Store};
@@ -26,8 +28,7 @@ use tokio_util::task::TaskTracker;
 use crate::control::LocalControl;
 use crate::driver;
 use crate::error::{Result, SessionError};
-use crate::llm::{DEFAULT_LLM_ADDR, LlmCallNotice, LlmRouter};
-use crate::runtime::{DriverSettings, Runtime, runbook_source};
+use crate::runtime::{DriverSettings, Runtime};
 
 /// How to start local mode.
 pub struct LocalOptions {
@@ -224,16 +225,23 @@ impl LocalApp {
             .max_concurrent_sessions
             .unwrap_or(config.defaults.max_concurrent_sessions as usize)
             .max(1);
+        let llm = Arc::new(llm);
+        let launcher = Launcher {
+            store: store.clone(),
+            llm: llm.clone(),
+            mcp: Arc::new(mcp),
+            mcp_configs,
+            publisher: publisher.clone(),
+            breakers: Arc::new(CircuitBreakers::default()),
+            runbooks: Arc::new(runbook_source(&config.defaults.runbook_domains)),
+        };
         let rt = Arc::new(Runtime {
             store: store.clone(),
             config,
-            llm: Arc::new(llm),
-            mcp: Arc::new(mcp),
-            mcp_configs,
+            llm,
+            launcher,
             masking,
             publisher: publisher.clone(),
-            breakers: Arc::new(CircuitBreakers::default()),
-            runbooks: runbook_source(),
             pod_id: options.pod_id,
             max_concurrent,
             settings: options.settings,
@@ -273,7 +281,8 @@ impl LocalApp {
                 let system_warnings = Arc::new(SystemWarnings::new());
                 let used = used_mcp_servers(&rt.config);
                 let monitor = Arc::new(HealthMonitor::new(
-                    rt.mcp_configs
+                    rt.launcher
+                        .mcp_configs
                         .values()
                         .filter(|c| used.contains(&c.name))
                         .cloned(),

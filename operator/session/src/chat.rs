@@ -1,41 +1,23 @@
 //! Follow-up chat: one chat per session, questions on terminal sessions
 //! only, one answer at a time per chat. An answer is one execution of the
-//! chain's chat agent, with the same controllers as an investigation; its
-//! context is the session's whole timeline (investigation, earlier
-//! questions and answers), which includes the question itself because its
-//! `user_question` event is written first.
+//! chain's chat agent, with the same strategies as an investigation; its
+//! context is the session's history ([`tarsy_exec::context::chat_history`]).
 
 use std::sync::Arc;
 
-use serde_json::json;
 use tarsy_api::{ChatAccepted, ChatError, ChatSubmission};
-use tarsy_config::chat_enabled;
-use tarsy_core::{
-    ExecutionKind, ExecutionStatus, McpSelection, RecordScope, ResolvedAgentConfig, SessionStatus,
-    TimelineEventType,
-};
-use tarsy_engine::ChatContext;
-use tarsy_engine::context::format_investigation_context;
-use tarsy_engine::recording::Recorder;
-use tarsy_store::{NewAgentExecution, NewStage, Session, StoreError};
+use tarsy_core::{ExecutionStatus, ResolvedAgentConfig};
+use tarsy_exec::Assignment;
+use tarsy_exec::admission::{chat_agent, question_for};
+use tarsy_exec::chat::Answer;
+use tarsy_store::{Session, StoreError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::{ActiveChat, ExecutionRequest, Runtime, lock};
-
-/// Name of the stage record answering a chat question.
-pub const CHAT_STAGE_NAME: &str = "Chat Response";
+use crate::runtime::{ActiveChat, Runtime, lock};
 
 fn internal(e: impl std::fmt::Display) -> ChatError {
     ChatError::Internal(e.to_string())
-}
-
-/// Chat is for sessions whose investigation has ended, cancelled ones excepted.
-fn chat_available(status: SessionStatus) -> bool {
-    matches!(
-        status,
-        SessionStatus::Completed | SessionStatus::Failed | SessionStatus::TimedOut
-    )
 }
 
 /// Releases the per-chat reservation when dropped (every early return).
@@ -61,43 +43,8 @@ pub(crate) async fn submit(
     if rt.shutdown.is_cancelled() {
         return Err(ChatError::Unavailable("TARSy is shutting down".into()));
     }
-    let content = submission.content.trim().to_string();
-    if content.is_empty() {
-        return Err(ChatError::Invalid("the question is empty".into()));
-    }
-    let session = match rt.store.get_session(&submission.session_id).await {
-        Ok(s) => s,
-        Err(StoreError::NotFound { .. }) => {
-            return Err(ChatError::NotFound(submission.session_id));
-        }
-        Err(e) => return Err(internal(e)),
-    };
-    if !chat_available(session.status) {
-        return Err(ChatError::NotAvailable {
-            status: session.status,
-        });
-    }
-    let chain = rt
-        .config
-        .chain(&session.chain_id)
-        .ok_or_else(|| ChatError::Disabled(session.chain_id.clone()))?;
-    if !chat_enabled(&chain.spec) {
-        return Err(ChatError::Disabled(session.chain_id.clone()));
-    }
-    let selection: Option<McpSelection> = session
-        .mcp_selection
-        .as_ref()
-        .map(|v| serde_json::from_value(v.clone()))
-        .transpose()
-        .map_err(|e| internal(format!("stored mcp_selection is unreadable: {e}")))?;
-    let config = rt
-        .config
-        .resolve_chat(&chain.name, &chain.spec, selection.as_ref())
-        .map_err(|e| ChatError::Invalid(format!("cannot resolve the chat agent: {e}")))?;
-    let timeout = rt
-        .config
-        .session_timeout(&chain.spec)
-        .map_err(|e| ChatError::Invalid(e.to_string()))?;
+    let (content, session) = question_for(&rt.store, &submission).await?;
+    let agent = chat_agent(&rt.config, &session)?;
 
     let created = rt
         .store
@@ -155,37 +102,18 @@ pub(crate) async fn submit(
         .map_err(internal)?;
     let records = async {
         let index = rt.store.max_stage_index(&session.id).await?.unwrap_or(0) + 1;
-        let stage = rt
-            .store
-            .create_stage(NewStage {
-                id: None,
-                session_id: session.id.clone(),
-                stage_name: CHAT_STAGE_NAME.to_string(),
-                stage_index: index,
-                expected_agent_count: 1,
-                parallel_type: None,
-                success_policy: None,
-                chat_id: Some(chat.id.clone()),
-                chat_user_message_id: Some(message.id.clone()),
-            })
+        let index = u32::try_from(index).map_err(|_| {
+            StoreError::InvalidInput(format!("stage index {index} is out of range"))
+        })?;
+        let answer = Answer::new(&session.id, &chat.id, index);
+        rt.store.create_stage(answer.stage_row(&message.id)).await?;
+        rt.store
+            .create_agent_execution(answer.execution_row(&agent.config))
             .await?;
-        let execution = rt
-            .store
-            .create_agent_execution(NewAgentExecution {
-                id: None,
-                stage_id: stage.id.clone(),
-                session_id: session.id.clone(),
-                agent_name: config.display_name.clone(),
-                agent_index: 1,
-                kind: ExecutionKind::Chat,
-                iteration_strategy: config.iteration_strategy,
-                llm_provider: Some(config.llm_provider.name.clone()),
-            })
-            .await?;
-        Ok::<_, StoreError>((stage, execution))
+        Ok::<_, StoreError>(answer)
     }
     .await;
-    let (stage, execution) = match records {
+    let answer = match records {
         Ok(r) => r,
         Err(e) => {
             // A refused question leaves no orphan message behind.
@@ -194,122 +122,77 @@ pub(crate) async fn submit(
         }
     };
     if let Some(active) = lock(&rt.chats).get_mut(&chat.id) {
-        active.stage_id = stage.id.clone();
+        active.stage_id = answer.stage_id.clone();
     }
     reservation.armed = false;
 
-    let answer = Answer {
-        rt: rt.clone(),
-        session,
-        chat_id: chat.id.clone(),
-        stage_id: stage.id.clone(),
-        stage_index: stage.stage_index,
-        execution_id: execution.id,
-        question: content,
-        config,
-        cancel,
-        deadline: Instant::now() + timeout,
-    };
     let accepted = ChatAccepted {
         chat_id: chat.id,
         message_id: message.id,
-        stage_id: stage.id,
+        stage_id: answer.stage_id.clone(),
         chat_created: created.created,
+    };
+    let task = AnswerTask {
+        rt: rt.clone(),
+        session,
+        answer,
+        question: content,
+        config: agent.config,
+        cancel,
+        deadline: Instant::now() + agent.timeout,
     };
     // The question goes out before the answer can emit its first event.
     tarsy_api::publish_chat_accepted(rt.publisher.as_ref(), &submission, &accepted).await;
-    rt.tasks.spawn(answer.run());
+    rt.tasks.spawn(task.run());
     Ok(accepted)
 }
 
 /// One chat answer in flight.
-struct Answer {
+struct AnswerTask {
     rt: Arc<Runtime>,
     session: Session,
-    chat_id: String,
-    stage_id: String,
-    stage_index: i64,
-    execution_id: String,
+    answer: Answer,
     question: String,
     config: ResolvedAgentConfig,
     cancel: CancellationToken,
     deadline: Instant,
 }
 
-impl Answer {
+impl AnswerTask {
     async fn run(self) {
         let rt = self.rt.clone();
-        let (chat_id, stage_id) = (self.chat_id.clone(), self.stage_id.clone());
+        let (chat_id, stage_id) = (self.answer.chat_id.clone(), self.answer.stage_id.clone());
         self.answer().await;
         release(&rt, &chat_id, &stage_id);
     }
 
     async fn answer(self) {
         let rt = &self.rt;
-        let session_id = self.session.id.clone();
-        if let Err(e) = rt
-            .store
-            .update_stage_status(&self.stage_id, ExecutionStatus::Active, None)
+        let input = match self
+            .answer
+            .begin(&rt.store, &rt.publisher, Some(&rt.pod_id), &self.question)
             .await
         {
-            tracing::warn!(%session_id, error = %e, "cannot mark the chat stage active");
-        }
-        rt.publish_stage_status(
-            &session_id,
-            &self.stage_id,
-            CHAT_STAGE_NAME,
-            self.stage_index,
-            "started",
-        )
-        .await;
-        if let Err(e) = rt.store.touch_chat(&self.chat_id, Some(&rt.pod_id)).await {
-            tracing::warn!(%session_id, error = %e, "chat heartbeat failed");
-        }
-
-        // The question goes into the timeline first, so the context below
-        // (and every later answer's context) contains it.
-        let scope = RecordScope {
-            session_id: session_id.clone(),
-            stage_id: Some(self.stage_id.clone()),
-            execution_id: Some(self.execution_id.clone()),
-        };
-        let mut recorder = Recorder::new(scope, rt.recorder(), rt.publisher.clone());
-        if let Err(e) = recorder
-            .create_completed(TimelineEventType::UserQuestion, &self.question, json!({}))
-            .await
-        {
-            tracing::warn!(%session_id, error = %e, "cannot record the user question");
-        }
-        let context = match rt.store.session_timeline(&session_id).await {
-            Ok(events) => format_investigation_context(&group_by_execution(events)),
+            Ok(input) => input,
             Err(e) => {
                 self.finish(
                     ExecutionStatus::Failed,
-                    Some(format!("cannot read the session timeline: {e}")),
+                    Some(format!("cannot build the chat history: {e}")),
                 )
                 .await;
                 return;
             }
         };
-
-        let result = rt
-            .run_execution(ExecutionRequest {
-                session_id: session_id.clone(),
-                stage_id: self.stage_id.clone(),
-                execution_id: self.execution_id.clone(),
-                alert_type: self.session.alert_type.clone(),
-                alert_data: self.session.alert_data.clone(),
-                runbook: None,
-                config: self.config.clone(),
-                prev_context: None,
-                chat: Some(ChatContext {
-                    question: self.question.clone(),
-                    investigation_context: context,
-                }),
-                cancel: self.cancel.clone(),
-                deadline: self.deadline,
-            })
-            .await;
+        let assignment = Assignment::new(
+            &self.session,
+            self.answer.stage_id.clone(),
+            self.answer.execution_id.clone(),
+            self.config.clone(),
+            input,
+            self.deadline,
+            self.cancel.clone(),
+        );
+        let result = rt.launcher.run(assignment, None).await.result;
         let status = if rt.shutdown.is_cancelled() && result.status != ExecutionStatus::Completed {
             ExecutionStatus::Failed
         } else {
@@ -327,30 +210,17 @@ impl Answer {
         let rt = &self.rt;
         if let Err(e) = rt
             .store
-            .update_agent_execution_status(&self.execution_id, status, error.as_deref())
+            .update_agent_execution_status(&self.answer.execution_id, status, error.as_deref())
             .await
         {
-            tracing::warn!(execution_id = %self.execution_id, error = %e, "cannot record chat execution status");
+            tracing::warn!(execution_id = %self.answer.execution_id, error = %e, "cannot record chat execution status");
         }
         // Free the chat before its stage shows the end: a client that sees
         // the answer finished may ask the next question at once.
-        release(rt, &self.chat_id, &self.stage_id);
-        if let Err(e) = rt
-            .store
-            .update_stage_status(&self.stage_id, status, error.as_deref())
-            .await
-        {
-            tracing::warn!(stage_id = %self.stage_id, error = %e, "cannot record chat stage status");
-        }
-        let _ = rt.store.touch_chat(&self.chat_id, None).await;
-        rt.publish_stage_status(
-            &self.session.id,
-            &self.stage_id,
-            CHAT_STAGE_NAME,
-            self.stage_index,
-            status.as_str(),
-        )
-        .await;
+        release(rt, &self.answer.chat_id, &self.answer.stage_id);
+        self.answer
+            .end(&rt.store, &rt.publisher, status, error.as_deref())
+            .await;
     }
 }
 
@@ -395,82 +265,4 @@ async fn close_stale_stage(rt: &Runtime, stage_id: &str) -> Result<(), StoreErro
         )
         .await?;
     Ok(())
-}
-
-/// Orders a session timeline for formatting: parallel executions interleave
-/// in creation order, but the formatter pairs each tool call with the summary
-/// that follows it, so each execution's events are kept together (executions
-/// in order of first appearance, events in their own sequence order).
-fn group_by_execution(events: Vec<tarsy_core::TimelineEvent>) -> Vec<tarsy_core::TimelineEvent> {
-    let mut first_seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let mut keyed: Vec<((usize, i64, usize), tarsy_core::TimelineEvent)> = events
-        .into_iter()
-        .enumerate()
-        .map(|(i, e)| {
-            let key = match &e.scope.execution_id {
-                Some(id) => (
-                    *first_seen.entry(id.clone()).or_insert(i),
-                    e.sequence_number,
-                    i,
-                ),
-                None => (i, 0, i),
-            };
-            (key, e)
-        })
-        .collect();
-    keyed.sort_by_key(|(k, _)| *k);
-    keyed.into_iter().map(|(_, e)| e).collect()
-}
-
-#[cfg(test)]
-mod grouping_tests {
-    use super::group_by_execution;
-    use tarsy_core::{RecordScope, TimelineEvent, TimelineEventStatus, TimelineEventType};
-
-    fn ev(exec: Option<&str>, seq: i64, content: &str) -> TimelineEvent {
-        TimelineEvent {
-            id: content.into(),
-            scope: RecordScope {
-                session_id: "s".into(),
-                stage_id: exec.map(|_| "st".into()),
-                execution_id: exec.map(str::to_string),
-            },
-            sequence_number: seq,
-            event_type: TimelineEventType::LlmResponse,
-            status: TimelineEventStatus::Completed,
-            content: content.into(),
-            metadata: serde_json::json!({}),
-            created_at: chrono::Utc::now(),
-            updated_at: chrono::Utc::now(),
-        }
-    }
-
-    #[test]
-    fn parallel_executions_are_not_interleaved() {
-        let events = vec![
-            ev(Some("a"), 1, "a1"),
-            ev(Some("b"), 1, "b1"),
-            ev(Some("a"), 2, "a2-call"),
-            ev(Some("b"), 2, "b2-call"),
-            ev(Some("a"), 3, "a3-summary"),
-            ev(None, 0, "exec-summary"),
-            ev(Some("c"), 1, "chat"),
-        ];
-        let order: Vec<String> = group_by_execution(events)
-            .into_iter()
-            .map(|e| e.content)
-            .collect();
-        assert_eq!(
-            order,
-            [
-                "a1",
-                "a2-call",
-                "a3-summary",
-                "b1",
-                "b2-call",
-                "exec-summary",
-                "chat"
-            ]
-        );
-    }
 }

@@ -9,9 +9,9 @@ use tarsy_api::{
     AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission, NewAlert,
     SessionControl, SubmitError,
 };
-use tarsy_config::ResolveError;
-use tarsy_core::{MAX_ALERT_DATA_BYTES, SessionStatus};
-use tarsy_store::{NewSession, SessionOutcome, StoreError};
+use tarsy_core::SessionStatus;
+use tarsy_exec::admission::{check_alert, new_session};
+use tarsy_store::{SessionOutcome, StoreError};
 
 use crate::chat;
 use crate::runtime::{Runtime, lock};
@@ -79,72 +79,20 @@ impl LocalControl {
     }
 }
 
-fn submit_error(e: ResolveError) -> SubmitError {
-    match e {
-        ResolveError::NoChainForAlertType(t) => SubmitError::UnknownAlertType(t),
-        ResolveError::AmbiguousAlertType { alert_type, chains } => {
-            SubmitError::AmbiguousAlertType {
-                alert_type,
-                chains: chains.split(", ").map(str::to_string).collect(),
-            }
-        }
-        ResolveError::ChainNotFound(c) => SubmitError::UnknownChain(c),
-        other => SubmitError::Invalid(other.to_string()),
-    }
-}
-
 #[async_trait]
 impl SessionControl for LocalControl {
     async fn submit_alert(&self, alert: NewAlert) -> Result<AlertAccepted, SubmitError> {
         if self.rt.shutdown.is_cancelled() {
             return Err(SubmitError::Unavailable("TARSy is shutting down".into()));
         }
-        if alert.alert_type.trim().is_empty() {
-            return Err(SubmitError::Invalid("alert_type is empty".into()));
-        }
-        if alert.data.len() > MAX_ALERT_DATA_BYTES {
-            return Err(SubmitError::Invalid(format!(
-                "alert data is {} bytes; the limit is {MAX_ALERT_DATA_BYTES}",
-                alert.data.len()
-            )));
-        }
-        let chain = self
-            .rt
-            .config
-            .chain_for_alert(&alert.alert_type, alert.chain.as_deref())
-            .map_err(submit_error)?;
-        if let Some(selection) = &alert.mcp_selection {
-            self.rt
-                .config
-                .validate_mcp_selection(selection)
-                .map_err(|e| {
-                    match selection
-                        .servers
-                        .iter()
-                        .find(|s| self.rt.config.mcp_server(&s.name).is_none())
-                    {
-                        Some(unknown) => SubmitError::UnknownMcpServer(unknown.name.clone()),
-                        None => SubmitError::Invalid(format!("mcp_selection: {e}")),
-                    }
-                })?;
-        }
-        // Fail-open: a masking failure keeps the data unmasked (logged).
-        let data = self.rt.masking.mask_alert_data(&alert.data);
+        let chain = check_alert(&self.rt.config, &alert)?;
         let id = uuid::Uuid::new_v4().to_string();
+        // Fail-open: a masking failure keeps the data unmasked (logged).
+        let row = new_session(id.clone(), &chain.name, &alert, Some(&self.rt.masking));
         let created = self
             .rt
             .store
-            .create_session(NewSession {
-                id: id.clone(),
-                alert_data: data,
-                alert_type: alert.alert_type,
-                chain_id: chain.name.clone(),
-                author: Some(alert.author),
-                runbook_url: alert.runbook_url,
-                mcp_selection: alert
-                    .mcp_selection
-                    .map(|s| serde_json::to_value(s).unwrap_or_default()),
-            })
+            .create_session(row)
             .await
             .map_err(|e| match e {
                 StoreError::InvalidInput(m) => SubmitError::Invalid(m),

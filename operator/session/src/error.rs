@@ -11,6 +11,9 @@ pub enum SessionError {
     /// A storage call failed.
     #[error(transparent)]
     Store(#[from] tarsy_store::StoreError),
+    /// A step of the execution layer failed.
+    #[error(transparent)]
+    Exec(#[from] tarsy_exec::ExecError),
     /// Hierarchy resolution failed (unknown agent, provider, ...).
     #[error(transparent)]
     Resolve(#[from] tarsy_config::ResolveError),

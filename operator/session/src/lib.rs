@@ -6,18 +6,14 @@
 //! previous run left in progress, admits pending sessions oldest first
 //! within `maxConcurrentSessions`, drives each one with the chain state
 //! machine ([`tarsy_chain::decide`]) and, when asked, serves the REST and
-//! WebSocket API. Agent executions are in-process tasks running the engine
-//! ([`tarsy_engine::run_agent`]); each gets its own MCP sessions (stdio
-//! servers are child processes), closed when it ends.
+//! WebSocket API. Agent executions are in-process tasks launched through the
+//! mode-neutral execution layer ([`tarsy_exec::Launcher`]); each gets its own
+//! MCP sessions (stdio servers are child processes), closed when it ends.
 //!
 //! | module | what |
 //! |---|---|
 //! | [`app`] | [`LocalApp`], [`LocalOptions`] |
 //! | [`control`] | [`LocalControl`]: submit (masked, fail-open), cancel, chat — the API's [`tarsy_api::SessionControl`] |
-//! | [`llm`] | [`LlmRouter`]: `scripted` providers replay their script over in-process gRPC; others go to the LLM service |
-//! | [`executive_summary`] | [`Summarizer`]: the executive summary call (shared with the operator) |
-//! | [`plan`] | Chain → [`tarsy_chain::ChainPlan`]; per-execution config resolution |
-//! | [`tools`] | the MCP executor as the engine's tool executor |
 //! | `runner` | one session's loop: decide, apply, wait |
 //! | `view` | the machine's view read back from the store (restart recovery) |
 //! | `driver` | admission and take-over at start |
@@ -52,18 +48,11 @@ mod chat;
 pub mod control;
 mod driver;
 pub mod error;
-pub mod executive_summary;
-pub mod llm;
-pub mod plan;
 mod runner;
 mod runtime;
-pub mod tools;
 mod view;
 
 pub use app::{LocalApp, LocalOptions, default_pod_id};
-pub use chat::CHAT_STAGE_NAME;
 pub use control::LocalControl;
 pub use error::{Result, SessionError};
-pub use executive_summary::{Summarizer, SummaryError};
-pub use llm::{DEFAULT_LLM_ADDR, LlmCallNotice, LlmRouter, load_script, script_path};
 pub use runtime::DriverSettings;

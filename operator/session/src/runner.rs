@@ -7,24 +7,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tarsy_chain::{
-    Action, ChainPlan, ExecutiveSummaryView, SessionView, StageKind, StageStart, StopReason, decide,
+    Action, ChainPlan, ExecutiveSummaryView, SessionView, StageStart, StopReason, decide,
 };
 use tarsy_config::Named;
-use tarsy_core::{ExecutionStatus, McpSelection, SessionStatus};
+use tarsy_core::{ExecutionStatus, McpSelection, SessionStatus, StageKind};
 use tarsy_crds::ChainSpec;
 use tarsy_engine::ExecutionResult;
-use tarsy_engine::context::{
-    AgentInvestigation, StageResult, build_stage_context, format_investigation_for_synthesis,
-};
-use tarsy_store::{NewAgentExecution, NewStage, Session, SessionOutcome};
+use tarsy_exec::plan::{chain_plan, resolve_execution};
+use tarsy_exec::{AgentInput, Assignment, context, records};
+use tarsy_store::{Session, SessionOutcome};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Result, SessionError};
-use crate::plan::{chain_plan, resolve_execution};
-use crate::runtime::{ExecutionRequest, INTERRUPTED_BY_SHUTDOWN, Runtime, lock};
+use crate::runtime::{INTERRUPTED_BY_SHUTDOWN, Runtime, lock};
 use crate::view::{self, StageMeta};
 
 /// Attempts of one action before the session is failed (storage errors).
@@ -120,10 +118,6 @@ async fn drive_inner(rt: &Arc<Runtime>, session_id: &str, wake: Arc<Notify>) -> 
     if loaded.interrupted > 0 {
         tracing::warn!(%session_id, executions = loaded.interrupted, "resuming a session whose executions were interrupted; they are recorded as failed");
     }
-    let runbook = rt.runbooks.resolve(session.runbook_url.as_deref()).await;
-    if let Some(w) = &runbook.warning {
-        tracing::warn!(%session_id, warning = %w, "runbook not used");
-    }
     rt.publish_session_status(session_id, session.status).await;
 
     let (tx, rx) = mpsc::unbounded_channel();
@@ -133,7 +127,6 @@ async fn drive_inner(rt: &Arc<Runtime>, session_id: &str, wake: Arc<Notify>) -> 
         chain,
         plan,
         selection,
-        runbook: Some(runbook.content),
         view: loaded.view,
         stages: loaded.stages,
         executions: loaded
@@ -165,7 +158,6 @@ struct SessionRun {
     chain: Named<ChainSpec>,
     plan: ChainPlan,
     selection: Option<McpSelection>,
-    runbook: Option<String>,
     view: SessionView,
     stages: HashMap<u32, StageMeta>,
     executions: HashMap<(u32, u32), Running>,
@@ -453,19 +445,8 @@ impl SessionRun {
     async fn start_stage(&mut self, start: StageStart) -> Result<()> {
         let store = &self.rt.store;
         let session_id = self.session.id.clone();
-        let stage_id = view::stage_id(&session_id, start.db_index);
         let stage = store
-            .create_stage(NewStage {
-                id: Some(stage_id.clone()),
-                session_id: session_id.clone(),
-                stage_name: start.name.clone(),
-                stage_index: i64::from(start.db_index),
-                expected_agent_count: start.executions.len() as i64,
-                parallel_type: start.parallel_type,
-                success_policy: start.success_policy,
-                chat_id: None,
-                chat_user_message_id: None,
-            })
+            .create_stage(records::stage_row(&session_id, &start))
             .await?;
         if let Err(e) = store
             .update_session_progress(&session_id, i64::from(start.db_index), &stage.id)
@@ -485,27 +466,13 @@ impl SessionRun {
                 e.index,
                 self.selection.as_ref(),
             );
-            let (strategy, provider) = match &resolved {
-                Ok(r) => (r.iteration_strategy, Some(r.llm_provider.name.clone())),
-                Err(_) => (
-                    match start.kind {
-                        StageKind::Synthesis => tarsy_core::IterationStrategy::Synthesis,
-                        StageKind::Investigation => self.rt.config.defaults.iteration_strategy,
-                    },
-                    None,
-                ),
-            };
             let row = store
-                .create_agent_execution(NewAgentExecution {
-                    id: Some(view::execution_id(&stage.id, e.index)),
-                    stage_id: stage.id.clone(),
-                    session_id: session_id.clone(),
-                    agent_name: e.display_name.clone(),
-                    agent_index: i64::from(e.index),
-                    kind: e.kind,
-                    iteration_strategy: strategy,
-                    llm_provider: provider,
-                })
+                .create_agent_execution(records::execution_row(
+                    &session_id,
+                    start.db_index,
+                    e,
+                    resolved.as_ref().ok(),
+                ))
                 .await?;
             launches.push((e.index, e.display_name.clone(), row.id, resolved));
         }
@@ -513,19 +480,15 @@ impl SessionRun {
             .update_stage_status(&stage.id, ExecutionStatus::Active, None)
             .await?;
 
-        let prev_context = match start.kind {
-            StageKind::Investigation => {
-                let results: Vec<StageResult> = start
-                    .previous_stages
-                    .iter()
-                    .map(|r| StageResult {
-                        stage_name: r.stage_name.clone(),
-                        final_analysis: r.final_analysis.clone(),
-                    })
-                    .collect();
-                Some(build_stage_context(&results)).filter(|c| !c.is_empty())
-            }
-            StageKind::Synthesis => Some(self.synthesis_context(start.synthesis_of).await?),
+        let input = match start.kind {
+            StageKind::Synthesis => AgentInput::Synthesis {
+                investigations: context::synthesis_input(store, &session_id, start.db_index)
+                    .await?,
+            },
+            _ => AgentInput::Investigation {
+                previous_stages: context::previous_stages(store, &session_id, start.db_index)
+                    .await?,
+            },
         };
 
         self.stages.insert(
@@ -539,6 +502,7 @@ impl SessionRun {
             db_index: start.db_index,
             config_index: start.config_index,
             kind: start.kind,
+            name: start.name.clone(),
             status: ExecutionStatus::Active,
             executions: launches
                 .iter()
@@ -592,22 +556,18 @@ impl SessionRun {
                     continue;
                 }
             };
-            let request = ExecutionRequest {
-                session_id: session_id.clone(),
-                stage_id: stage.id.clone(),
+            let assignment = Assignment::new(
+                &self.session,
+                stage.id.clone(),
                 execution_id,
-                alert_type: self.session.alert_type.clone(),
-                alert_data: self.session.alert_data.clone(),
-                runbook: self.runbook.clone(),
                 config,
-                prev_context: prev_context.clone(),
-                chat: None,
+                input.clone(),
+                self.deadline,
                 cancel,
-                deadline: self.deadline,
-            };
-            let rt = self.rt.clone();
+            );
+            let launcher = self.rt.launcher.clone();
             self.rt.tasks.spawn(async move {
-                let result = rt.run_execution(request).await;
+                let result = launcher.run(assignment, None).await.result;
                 let _ = tx.send(Event::ExecutionDone {
                     stage: db_index,
                     index,
@@ -616,26 +576,5 @@ impl SessionRun {
             });
         }
         Ok(())
-    }
-
-    /// The parallel investigations of stage record `of`, from their full
-    /// timelines, for the synthesis prompt.
-    async fn synthesis_context(&self, of: Option<u32>) -> Result<String> {
-        let of = of.ok_or_else(|| SessionError::Invalid("synthesis without a stage".into()))?;
-        let meta = self.stage_meta(of)?;
-        let mut agents = Vec::new();
-        for e in self.rt.store.list_agent_executions(&meta.id).await? {
-            let events = self.rt.store.execution_timeline(&e.id).await?;
-            agents.push(AgentInvestigation {
-                agent_name: e.agent_name,
-                agent_index: u32::try_from(e.agent_index).unwrap_or(0),
-                strategy: e.iteration_strategy,
-                llm_provider: e.llm_provider.unwrap_or_default(),
-                status: e.status,
-                error_message: e.error_message,
-                events,
-            });
-        }
-        Ok(format_investigation_for_synthesis(&agents, &meta.name))
     }
 }

@@ -8,14 +8,14 @@
 
 use std::collections::HashMap;
 
-use tarsy_chain::{
-    ChainPlan, ExecutionView, ExecutiveSummaryView, SessionView, StageKind, StageView,
-};
+use tarsy_chain::{ChainPlan, ExecutionView, ExecutiveSummaryView, SessionView, StageView};
 use tarsy_core::{
-    ExecutionKind, ExecutionStatus, IterationStrategy, SessionStatus, TimelineEventStatus,
-    TimelineEventType,
+    ExecutionKind, ExecutionStatus, IterationStrategy, SessionStatus, StageKind,
+    TimelineEventStatus,
 };
-use tarsy_store::{AgentExecution, NewAgentExecution, Session, Stage, Store};
+use tarsy_exec::context::final_analysis_of;
+use tarsy_exec::ids;
+use tarsy_store::{NewAgentExecution, Session, Store};
 
 use crate::error::Result;
 
@@ -38,27 +38,6 @@ pub(crate) struct Loaded {
     pub(crate) executions: HashMap<(u32, u32), String>,
     /// Executions closed as failed because their process died.
     pub(crate) interrupted: usize,
-}
-
-/// Deterministic id of a session's stage record, so that applying a
-/// `StartStage` twice (a retry after a storage error) finds the first one.
-pub(crate) fn stage_id(session_id: &str, db_index: u32) -> String {
-    format!("{session_id}-s{db_index}")
-}
-
-/// Deterministic id of an execution of a stage record.
-pub(crate) fn execution_id(stage_id: &str, index: u32) -> String {
-    format!("{stage_id}-e{index}")
-}
-
-/// The last final analysis an execution recorded.
-pub(crate) async fn final_analysis_of(store: &Store, execution_id: &str) -> Result<Option<String>> {
-    let events = store.execution_timeline(execution_id).await?;
-    Ok(events
-        .iter()
-        .rev()
-        .find(|e| e.event_type == TimelineEventType::FinalAnalysis)
-        .map(|e| e.content.clone()))
 }
 
 /// Closes an execution that cannot continue: its streaming timeline events
@@ -84,18 +63,6 @@ pub(crate) async fn close_interrupted(
         .update_agent_execution_status(execution_id, ExecutionStatus::Failed, Some(reason))
         .await?;
     Ok(())
-}
-
-fn kind_of(stage: &Stage, executions: &[AgentExecution]) -> StageKind {
-    if executions
-        .iter()
-        .any(|e| e.kind == ExecutionKind::Synthesis)
-        || (executions.is_empty() && stage.stage_name.ends_with(" - Synthesis"))
-    {
-        StageKind::Synthesis
-    } else {
-        StageKind::Investigation
-    }
 }
 
 /// Reads the session's investigation stages and executions into a view,
@@ -126,25 +93,25 @@ pub(crate) async fn load(
     let mut last_investigation = 0usize;
 
     for stage in store.list_stages(&session.id).await? {
-        if stage.chat_id.is_some() {
+        let kind = stage.kind;
+        if kind == StageKind::Chat {
             continue;
         }
         let db_index = u32::try_from(stage.stage_index).unwrap_or(u32::MAX);
         let mut rows = store.list_agent_executions(&stage.id).await?;
-        let kind = kind_of(&stage, &rows);
         let config_index = match kind {
             StageKind::Investigation => {
                 last_investigation = next_config_index;
                 next_config_index += 1;
                 last_investigation
             }
-            StageKind::Synthesis => last_investigation,
+            _ => last_investigation,
         };
 
         // Executions the stage expected but that were never created.
         if !stage.status.is_terminal() && (rows.len() as i64) < stage.expected_agent_count {
             let planned: Vec<(u32, String, ExecutionKind)> = match kind {
-                StageKind::Synthesis => plan
+                StageKind::Synthesis | StageKind::Chat => plan
                     .stages
                     .get(config_index)
                     .map(|s| vec![(1, s.synthesis_agent.clone(), ExecutionKind::Synthesis)])
@@ -167,7 +134,7 @@ pub(crate) async fn load(
                 }
                 let created = store
                     .create_agent_execution(NewAgentExecution {
-                        id: Some(execution_id(&stage.id, index)),
+                        id: Some(ids::execution_id(&session.id, db_index, index)),
                         stage_id: stage.id.clone(),
                         session_id: session.id.clone(),
                         agent_name: name,
@@ -196,7 +163,7 @@ pub(crate) async fn load(
                 interrupted += 1;
             }
             let final_analysis = if row.status == ExecutionStatus::Completed {
-                final_analysis_of(store, &row.id).await?
+                final_analysis_of(&store.execution_timeline(&row.id).await?)
             } else {
                 None
             };
@@ -221,6 +188,7 @@ pub(crate) async fn load(
             db_index,
             config_index,
             kind,
+            name: stage.stage_name.clone(),
             // A stage not finished yet is active: the machine finishes it
             // from its executions.
             status: if stage.status.is_terminal() {

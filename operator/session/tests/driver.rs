@@ -11,8 +11,8 @@ use tarsy_api::{CancelOutcome, ChatError, ChatSubmission};
 use tarsy_core::{
     ExecutionStatus, ParallelType, SessionStatus, TimelineEventStatus, TimelineEventType,
 };
+use tarsy_exec::ids::CHAT_STAGE_NAME;
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedResponse};
-use tarsy_session::CHAT_STAGE_NAME;
 
 use common::*;
 

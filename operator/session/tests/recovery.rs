@@ -56,6 +56,7 @@ async fn crashed_session(store: &Store, id: &str, status: ExecutionStatus) -> (S
             id: Some(format!("{id}-s1")),
             session_id: id.into(),
             stage_name: "first".into(),
+            kind: tarsy_core::StageKind::Investigation,
             stage_index: 1,
             expected_agent_count: 1,
             parallel_type: None,

@@ -75,6 +75,7 @@ async fn run(
             id: None,
             session_id: session_id.clone(),
             stage_name: "bench".into(),
+            kind: tarsy_core::StageKind::Investigation,
             stage_index: 0,
             expected_agent_count: 1,
             parallel_type: None,

@@ -9,7 +9,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 use tarsy_core::{
     ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType, McpInteractionType,
-    MessageRole, ParallelType, RecordScope, SessionStatus, SuccessPolicy, TimelineEvent,
+    MessageRole, ParallelType, RecordScope, SessionStatus, StageKind, SuccessPolicy, TimelineEvent,
     TokenUsage, ToolCall, UnknownValue,
 };
 
@@ -340,6 +340,8 @@ pub struct NewStage {
     pub session_id: String,
     /// Display name ("{name} - Synthesis" for synthesis stages).
     pub stage_name: String,
+    /// What the stage is for.
+    pub kind: StageKind,
     /// Position among the session's stages (unique per session).
     pub stage_index: i64,
     /// How many executions the stage will have (≥ 1).
@@ -363,6 +365,8 @@ pub struct Stage {
     pub session_id: String,
     /// Display name.
     pub stage_name: String,
+    /// What the stage is for (investigation, synthesis, chat).
+    pub kind: StageKind,
     /// Position in the session.
     pub stage_index: i64,
     /// Executions expected.
@@ -392,6 +396,7 @@ from_row!(Stage, |row| {
         id: row.try_get("id")?,
         session_id: row.try_get("session_id")?,
         stage_name: row.try_get("stage_name")?,
+        kind: wire(row.try_get("stage_kind")?, "stage_kind")?,
         stage_index: row.try_get("stage_index")?,
         expected_agent_count: row.try_get("expected_agent_count")?,
         parallel_type: opt_wire(row.try_get("parallel_type")?, "parallel_type")?,

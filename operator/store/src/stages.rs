@@ -2,7 +2,7 @@
 //! executions by success policy.
 
 use serde::{Deserialize, Serialize};
-use tarsy_core::{ExecutionStatus, SuccessPolicy};
+use tarsy_core::{ExecutionStatus, StageKind, SuccessPolicy};
 
 use crate::Store;
 use crate::db::{BackendKind, Sql, new_id, now};
@@ -107,6 +107,17 @@ impl Store {
         if new.stage_name.trim().is_empty() {
             return Err(StoreError::InvalidInput("stage name is empty".into()));
         }
+        if (new.kind == StageKind::Chat) != new.chat_id.is_some() {
+            return Err(StoreError::InvalidInput(format!(
+                "a {} stage {} a chat",
+                new.kind,
+                if new.chat_id.is_some() {
+                    "cannot belong to"
+                } else {
+                    "must belong to"
+                }
+            )));
+        }
         if new.expected_agent_count < 1 {
             return Err(StoreError::InvalidInput(format!(
                 "expected agent count {} must be at least 1",
@@ -118,14 +129,16 @@ impl Store {
             .db
             .fetch_optional::<Stage>(
                 Sql::new(
-                    "INSERT INTO stages (id, session_id, stage_name, stage_index, expected_agent_count, \
-                     parallel_type, success_policy, chat_id, chat_user_message_id, status, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                    "INSERT INTO stages (id, session_id, stage_name, stage_kind, stage_index, \
+                     expected_agent_count, parallel_type, success_policy, chat_id, \
+                     chat_user_message_id, status, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                      ON CONFLICT (id) DO NOTHING RETURNING *",
                 )
                 .bind(&id)
                 .bind(&new.session_id)
                 .bind(new.stage_name)
+                .bind(new.kind.as_str())
                 .bind(new.stage_index)
                 .bind(new.expected_agent_count)
                 .bind(new.parallel_type.map(|p| p.as_str()))

@@ -103,6 +103,7 @@ async fn session_lifecycle(store: Store) {
     let st = store
         .create_stage(NewStage {
             stage_name: "investigate".into(),
+            kind: tarsy_core::StageKind::Investigation,
             expected_agent_count: 2,
             parallel_type: Some(ParallelType::Replica),
             success_policy: Some(SuccessPolicy::Any),
@@ -1338,6 +1339,7 @@ async fn chat_uniqueness_and_messages(store: Store) {
     let chat_stage = store
         .create_stage(NewStage {
             stage_name: "Chat Response".into(),
+            kind: tarsy_core::StageKind::Chat,
             chat_id: Some(chat_id.clone()),
             chat_user_message_id: Some(q1.id.clone()),
             ..stage("chat-s", 5)
@@ -1641,6 +1643,31 @@ async fn uniqueness_conflicts_and_idempotent_creates(store: Store) {
             .create_stage(NewStage {
                 expected_agent_count: 0,
                 ..stage("u", 7)
+            })
+            .await
+            .unwrap_err(),
+        StoreError::InvalidInput(_)
+    ));
+    // A stage says what it is for; a chat stage needs its chat and only it does.
+    let synthesis = store
+        .create_stage(NewStage {
+            kind: tarsy_core::StageKind::Synthesis,
+            stage_name: "s - Synthesis".into(),
+            ..stage("u", 8)
+        })
+        .await
+        .unwrap();
+    assert_eq!(synthesis.kind, tarsy_core::StageKind::Synthesis);
+    let listed = store.list_stages("u").await.unwrap();
+    assert_eq!(
+        listed.iter().find(|s| s.stage_index == 8).map(|s| s.kind),
+        Some(tarsy_core::StageKind::Synthesis)
+    );
+    assert!(matches!(
+        store
+            .create_stage(NewStage {
+                kind: tarsy_core::StageKind::Chat,
+                ..stage("u", 9)
             })
             .await
             .unwrap_err(),

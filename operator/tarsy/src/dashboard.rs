@@ -15,6 +15,7 @@ use tarsy_api::{
     SystemConfigurationSource,
 };
 use tarsy_config::{Config, Defaults};
+use tarsy_crds::contract::{LABEL_SESSION, label_value};
 use tarsy_crds::{Agent, AgentExecution, Alert, Chain, LLMProvider, MCPServer, MCPServerSpec};
 
 mod embedded {
@@ -199,7 +200,8 @@ impl SystemConfigurationSource for ClusterView {
 #[async_trait]
 impl ClusterObjectsSource for ClusterView {
     async fn session_objects(&self, session_id: &str) -> Result<SessionObjects, String> {
-        let selector = format!("{}={session_id}", tarsy_controller::pod::LABEL_SESSION);
+        // The operator labels executions with the session id as a label value.
+        let selector = format!("{LABEL_SESSION}={}", label_value(session_id));
         let executions = self
             .api::<AgentExecution>()
             .list(&ListParams::default().labels(&selector))
@@ -352,12 +354,9 @@ mod tests {
         let mut ae: AgentExecution = example("agentexecutions.yaml");
         ae.metadata.namespace = Some(ns.into());
         ae.metadata.labels = Some(
-            [(
-                tarsy_controller::pod::LABEL_SESSION.to_string(),
-                session_id.clone(),
-            )]
-            .into_iter()
-            .collect(),
+            [(LABEL_SESSION.to_string(), session_id.clone())]
+                .into_iter()
+                .collect(),
         );
         ae.spec.session_id = session_id.clone();
         ae.spec.alert_name = alert_name.clone();

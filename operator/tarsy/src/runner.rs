@@ -17,7 +17,7 @@ pub struct RunnerArgs {
     #[arg(long, env = "TARSY_DATABASE_URL", hide_env_values = true)]
     database_url: String,
     /// Address of the LLM service.
-    #[arg(long, env = "TARSY_LLM_SERVICE_ADDR", default_value = tarsy_session::DEFAULT_LLM_ADDR)]
+    #[arg(long, env = "TARSY_LLM_SERVICE_ADDR", default_value = tarsy_exec::DEFAULT_LLM_ADDR)]
     llm_addr: String,
     /// `name=url,...`: the MCP endpoint of each server on localhost.
     #[arg(long, env = "TARSY_MCP_ENDPOINTS", default_value = "")]

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use tarsy_session::{DEFAULT_LLM_ADDR, LocalApp, LocalOptions};
+use tarsy_exec::DEFAULT_LLM_ADDR;
+use tarsy_session::{LocalApp, LocalOptions};
 
 /// Arguments of `tarsy serve`.
 #[derive(Debug, clap::Args)]

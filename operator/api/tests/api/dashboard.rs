@@ -11,7 +11,8 @@ use tarsy_api::{
     SessionObjects, SystemConfiguration, SystemConfigurationSource,
 };
 use tarsy_core::{
-    ExecutionKind, ExecutionStatus, IterationStrategy, ParallelType, SessionStatus, SuccessPolicy,
+    ExecutionKind, ExecutionStatus, IterationStrategy, ParallelType, SessionStatus, StageKind,
+    SuccessPolicy,
 };
 use tarsy_store::{NewAgentExecution, NewStage, SessionOutcome, Store};
 
@@ -49,6 +50,7 @@ async fn failed_execution(store: &Store, session_id: &str, kind: ExecutionKind) 
             id: None,
             session_id: session_id.into(),
             stage_name: "investigate".into(),
+            kind: StageKind::Investigation,
             stage_index: 0,
             expected_agent_count: 2,
             parallel_type: Some(ParallelType::Replica),

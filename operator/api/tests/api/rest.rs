@@ -24,6 +24,7 @@ async fn stage(store: &Store, session_id: &str, index: i64, name: &str) -> Strin
             id: None,
             session_id: session_id.into(),
             stage_name: name.into(),
+            kind: tarsy_core::StageKind::Investigation,
             stage_index: index,
             expected_agent_count: 1,
             parallel_type: None,

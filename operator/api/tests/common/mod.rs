@@ -292,6 +292,7 @@ impl SessionControl for FakeControl {
                 id: None,
                 session_id: session.id.clone(),
                 stage_name: "Chat Response".into(),
+                kind: tarsy_core::StageKind::Chat,
                 stage_index: index,
                 expected_agent_count: 1,
                 parallel_type: None,

@@ -29,6 +29,39 @@ pub struct AgentInvestigation {
     pub events: Vec<TimelineEvent>,
 }
 
+/// One stage of a session as the chat agent sees it: its agents and, for a
+/// parallel stage, its synthesis result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageInvestigation {
+    /// Stage name.
+    pub stage_name: String,
+    /// Its executions, by index.
+    pub agents: Vec<AgentInvestigation>,
+    /// The final analysis of the stage's synthesis, when it had one.
+    pub synthesis_result: Option<String>,
+}
+
+/// An earlier follow-up question and its answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatExchange {
+    /// The question.
+    pub question: String,
+    /// The answer, when one was given.
+    pub answer: Option<String>,
+}
+
+/// Everything a follow-up chat answer knows about its session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatHistory {
+    /// Investigation stages in order (syntheses folded into their stage).
+    pub stages: Vec<StageInvestigation>,
+    /// The session's executive summary.
+    pub executive_summary: Option<String>,
+    /// Earlier questions and answers, oldest first (the current question
+    /// is not one of them: the prompt carries it once).
+    pub previous_chats: Vec<ChatExchange>,
+}
+
 /// Formats a stage's parallel investigations for the synthesis prompt:
 /// a header with the success count, then per agent its metadata (name,
 /// strategy, provider, status, error) and its formatted timeline, inside
@@ -37,19 +70,140 @@ pub fn format_investigation_for_synthesis(
     agents: &[AgentInvestigation],
     stage_name: &str,
 ) -> String {
+    let mut out = format!("{STAGE_CONTEXT_START}\n\n");
+    push_parallel_agents(&mut out, agents, stage_name, 2);
+    out.push_str(STAGE_CONTEXT_END);
+    out
+}
+
+/// Formats a session's history for a follow-up chat, inside the
+/// investigation history markers: each investigation stage under its own
+/// heading (a single agent labelled with strategy, provider and status;
+/// parallel agents in the synthesis layout, followed by the synthesis
+/// result), the executive summary, then earlier questions and answers.
+pub fn format_chat_history(history: &ChatHistory) -> String {
+    let mut out = format!("{INVESTIGATION_HISTORY_START}\n\n# Investigation history\n\n");
+    if history.stages.is_empty() {
+        out.push_str("(No investigation history available)\n\n");
+    }
+    for (i, stage) in history.stages.iter().enumerate() {
+        out.push_str(&format!(
+            "## Stage {}: {}\n\n",
+            i + 1,
+            escape_comment_markers(stage.stage_name.trim())
+        ));
+        match stage.agents.as_slice() {
+            [] => out.push_str("(No investigation history available)\n\n"),
+            [agent] => {
+                out.push_str(&format!(
+                    "**Agent:** {} ({}{})\n",
+                    escape_comment_markers(agent.agent_name.trim()),
+                    agent.strategy,
+                    provider_suffix(agent)
+                ));
+                out.push_str(&format!("**Status:** {}\n", agent.status));
+                push_error(&mut out, agent, "**Error:**");
+                out.push('\n');
+                push_timeline(&mut out, agent);
+            }
+            agents => push_parallel_agents(&mut out, agents, &stage.stage_name, 3),
+        }
+        if let Some(result) = stage
+            .synthesis_result
+            .as_deref()
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+        {
+            out.push_str("### Synthesis result\n\n");
+            out.push_str(&escape_comment_markers(result));
+            out.push_str("\n\n");
+        }
+    }
+    if let Some(summary) = history
+        .executive_summary
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        out.push_str("## Executive summary\n\n");
+        out.push_str(&escape_comment_markers(summary));
+        out.push_str("\n\n");
+    }
+    if !history.previous_chats.is_empty() {
+        out.push_str("## Previous chat messages\n\n");
+        for (i, qa) in history.previous_chats.iter().enumerate() {
+            out.push_str(&format!(
+                "**Q{}:** {}\n\n",
+                i + 1,
+                escape_comment_markers(qa.question.trim())
+            ));
+            if let Some(answer) = qa.answer.as_deref().filter(|a| !a.trim().is_empty()) {
+                out.push_str(&format!(
+                    "**A{}:** {}\n\n",
+                    i + 1,
+                    escape_comment_markers(answer.trim())
+                ));
+            }
+        }
+    }
+    out.push_str(INVESTIGATION_HISTORY_END);
+    out
+}
+
+/// `, provider` when the provider is known.
+fn provider_suffix(agent: &AgentInvestigation) -> String {
+    match agent.llm_provider.trim() {
+        "" => String::new(),
+        p => format!(", {}", escape_comment_markers(p)),
+    }
+}
+
+/// The error line of an agent that did not complete.
+fn push_error(out: &mut String, agent: &AgentInvestigation, label: &str) {
+    if agent.status != ExecutionStatus::Completed
+        && let Some(error) = agent
+            .error_message
+            .as_deref()
+            .filter(|e| !e.trim().is_empty())
+    {
+        out.push_str(&format!(
+            "{label} {}\n",
+            escape_comment_markers(error.trim())
+        ));
+    }
+}
+
+fn push_timeline(out: &mut String, agent: &AgentInvestigation) {
+    let timeline = format_timeline_events(&agent.events);
+    if timeline.is_empty() {
+        out.push_str("(No investigation history available)\n\n");
+    } else {
+        out.push_str(&timeline);
+        out.push_str("\n\n");
+    }
+}
+
+/// Parallel agents of one stage: a heading at `level` with the success
+/// count, then one sub-heading per agent with its metadata and timeline.
+fn push_parallel_agents(
+    out: &mut String,
+    agents: &[AgentInvestigation],
+    stage_name: &str,
+    level: usize,
+) {
     let completed = agents
         .iter()
         .filter(|a| a.status == ExecutionStatus::Completed)
         .count();
-    let mut out = format!("{STAGE_CONTEXT_START}\n\n");
+    let heading = "#".repeat(level);
     out.push_str(&format!(
-        "## Parallel investigation \"{}\": {completed}/{} agents completed\n\n",
+        "{heading} Parallel investigation \"{}\": {completed}/{} agents completed\n\n",
         escape_comment_markers(stage_name.trim()),
         agents.len()
     ));
     for agent in agents {
         out.push_str(&format!(
-            "### Agent {}: {}\n\n",
+            "{heading}# Agent {}: {}\n\n",
             agent.agent_index,
             escape_comment_markers(agent.agent_name.trim())
         ));
@@ -61,62 +215,10 @@ pub fn format_investigation_for_synthesis(
             ));
         }
         out.push_str(&format!("- Status: {}\n", agent.status));
-        if agent.status != ExecutionStatus::Completed
-            && let Some(error) = agent
-                .error_message
-                .as_deref()
-                .filter(|e| !e.trim().is_empty())
-        {
-            out.push_str(&format!(
-                "- Error: {}\n",
-                escape_comment_markers(error.trim())
-            ));
-        }
+        push_error(out, agent, "- Error:");
         out.push('\n');
-        let timeline = format_timeline_events(&agent.events);
-        if timeline.is_empty() {
-            out.push_str("(No investigation history available)\n\n");
-        } else {
-            out.push_str(&timeline);
-            out.push_str("\n\n");
-        }
+        push_timeline(out, agent);
     }
-    out.push_str(STAGE_CONTEXT_END);
-    out
-}
-
-/// Formats a session's whole timeline (every stage, earlier chat questions
-/// and answers, the executive summary) for a follow-up chat, inside the
-/// investigation history markers. A `---` line separates stages.
-pub fn format_investigation_context(events: &[TimelineEvent]) -> String {
-    let mut body = String::new();
-    let mut previous_stage: Option<&Option<String>> = None;
-    let mut start = 0;
-    // Format stage by stage so tool call / summary pairing never crosses a
-    // stage boundary.
-    for i in 0..=events.len() {
-        let boundary =
-            i == events.len() || previous_stage.is_some_and(|s| *s != events[i].scope.stage_id);
-        if boundary && i > start {
-            let chunk = format_timeline_events(&events[start..i]);
-            if !chunk.is_empty() {
-                if !body.is_empty() {
-                    body.push_str("\n\n---\n\n");
-                }
-                body.push_str(&chunk);
-            }
-            start = i;
-        }
-        if i < events.len() {
-            previous_stage = Some(&events[i].scope.stage_id);
-        }
-    }
-    if body.is_empty() {
-        body.push_str("(No investigation history available)");
-    }
-    format!(
-        "{INVESTIGATION_HISTORY_START}\n\n# Investigation history\n\n{body}\n\n{INVESTIGATION_HISTORY_END}"
-    )
 }
 
 /// Formats timeline events, in the order given, as Markdown sections. An

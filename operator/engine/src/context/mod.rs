@@ -7,9 +7,11 @@
 //!   stage's parallel executions with per-agent metadata (name, strategy,
 //!   provider, status, error) for the synthesis prompt, wrapped in
 //!   `<!-- STAGE_CONTEXT_START -->` / `<!-- STAGE_CONTEXT_END -->`.
-//! * [`format_investigation_context`] — a session's whole timeline for a
-//!   follow-up chat (`ChatInput::investigation_context`), wrapped in
-//!   `<!-- INVESTIGATION_HISTORY_START -->` / `<!-- INVESTIGATION_HISTORY_END -->`.
+//! * [`format_chat_history`] — a session's history for a follow-up chat
+//!   (`ChatInput::investigation_context`): stage by stage, each agent
+//!   labelled, syntheses headed as such, the executive summary, earlier
+//!   questions and answers; wrapped in `<!-- INVESTIGATION_HISTORY_START -->`
+//!   / `<!-- INVESTIGATION_HISTORY_END -->`.
 //! * [`format_timeline_events`] — the shared event formatter behind the two
 //!   above.
 //!
@@ -31,8 +33,8 @@ mod investigation;
 mod stage;
 
 pub use investigation::{
-    AgentInvestigation, format_investigation_context, format_investigation_for_synthesis,
-    format_timeline_events,
+    AgentInvestigation, ChatExchange, ChatHistory, StageInvestigation, format_chat_history,
+    format_investigation_for_synthesis, format_timeline_events,
 };
 pub use stage::{
     CHAIN_CONTEXT_END, CHAIN_CONTEXT_START, INVESTIGATION_HISTORY_END, INVESTIGATION_HISTORY_START,

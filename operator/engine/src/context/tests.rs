@@ -327,92 +327,105 @@ fn synthesis_context_escapes_agent_content() {
 
 // --- chat context -------------------------------------------------------------------------
 
+fn history() -> ChatHistory {
+    let mut triage = agent(
+        1,
+        "Triage",
+        ExecutionStatus::Completed,
+        vec![
+            event(
+                1,
+                TimelineEventType::LlmThinking,
+                "triage thoughts",
+                json!({}),
+            ),
+            event(
+                2,
+                TimelineEventType::FinalAnalysis,
+                "triage result",
+                json!({}),
+            ),
+        ],
+    );
+    triage.llm_provider = "gemini".into();
+    let alpha = agent(
+        1,
+        "Alpha",
+        ExecutionStatus::Completed,
+        vec![
+            tool_call(1, "raw pods"),
+            event(
+                2,
+                TimelineEventType::FinalAnalysis,
+                "alpha result",
+                json!({}),
+            ),
+        ],
+    );
+    let mut bravo = agent(2, "Bravo", ExecutionStatus::Failed, vec![]);
+    bravo.error_message = Some("model unreachable".into());
+    ChatHistory {
+        stages: vec![
+            StageInvestigation {
+                stage_name: "triage".into(),
+                agents: vec![triage],
+                synthesis_result: None,
+            },
+            StageInvestigation {
+                stage_name: "deep".into(),
+                agents: vec![alpha, bravo],
+                synthesis_result: Some("synthesized result".into()),
+            },
+        ],
+        executive_summary: Some("exec summary".into()),
+        previous_chats: vec![ChatExchange {
+            question: "why OOM?".into(),
+            answer: Some("because of a leak".into()),
+        }],
+    }
+}
+
 #[test]
-fn chat_context_formats_the_session_stage_by_stage() {
-    let events = vec![
-        event_in(
-            "st1",
-            1,
-            TimelineEventType::LlmThinking,
-            "triage thoughts",
-            json!({}),
-        ),
-        event_in(
-            "st1",
-            2,
-            TimelineEventType::FinalAnalysis,
-            "triage result",
-            json!({}),
-        ),
-        event_in(
-            "st2",
-            1,
-            TimelineEventType::LlmToolCall,
-            "raw pods",
-            json!({"tool_name": "kubernetes.pods_list"}),
-        ),
-        event_in(
-            "st2",
-            2,
-            TimelineEventType::FinalAnalysis,
-            "deep result",
-            json!({}),
-        ),
-        event_in(
-            "chat1",
-            1,
-            TimelineEventType::UserQuestion,
-            "why OOM?",
-            json!({}),
-        ),
-        event_in(
-            "chat1",
-            2,
-            TimelineEventType::FinalAnalysis,
-            "because of a leak",
-            json!({}),
-        ),
-    ];
-    let text = format_investigation_context(&events);
+fn chat_history_is_grouped_by_stage_with_labelled_agents() {
+    let text = format_chat_history(&history());
     assert!(text.starts_with(INVESTIGATION_HISTORY_START));
     assert!(text.ends_with(INVESTIGATION_HISTORY_END));
     let order = [
+        "## Stage 1: triage",
+        "**Agent:** Triage (react, gemini)",
+        "**Status:** completed",
         "triage thoughts",
         "triage result",
+        "## Stage 2: deep",
+        "### Parallel investigation \"deep\": 1/2 agents completed",
+        "#### Agent 1: Alpha",
         "raw pods",
-        "deep result",
-        "why OOM?",
-        "because of a leak",
+        "alpha result",
+        "#### Agent 2: Bravo",
+        "- Error: model unreachable",
+        "### Synthesis result\n\nsynthesized result",
+        "## Executive summary\n\nexec summary",
+        "## Previous chat messages",
+        "**Q1:** why OOM?",
+        "**A1:** because of a leak",
     ];
-    let positions: Vec<usize> = order.iter().map(|s| text.find(s).unwrap()).collect();
-    assert!(positions.windows(2).all(|w| w[0] < w[1]));
-    assert_eq!(text.matches("\n---\n").count(), 2);
+    let mut at = 0;
+    for part in order {
+        let found = text[at..]
+            .find(part)
+            .unwrap_or_else(|| panic!("{part:?} missing after offset {at} in:\n{text}"));
+        at += found + part.len();
+    }
+    assert!(!text.contains("\n---\n"), "{text}");
 }
 
 #[test]
-fn chat_context_never_pairs_a_summary_from_another_stage() {
-    let events = vec![
-        event_in(
-            "st1",
-            1,
-            TimelineEventType::LlmToolCall,
-            "raw",
-            json!({"tool_name": "k.p"}),
-        ),
-        event_in(
-            "st2",
-            1,
-            TimelineEventType::McpToolSummary,
-            "other stage summary",
-            json!({}),
-        ),
-    ];
-    let text = format_investigation_context(&events);
-    assert!(text.contains("**Result:**\n\nraw"));
-    assert!(text.contains("**Tool result summary:**\n\nother stage summary"));
-}
-
-#[test]
-fn empty_chat_context_says_so() {
-    assert!(format_investigation_context(&[]).contains("(No investigation history available)"));
+fn chat_history_escapes_markers_and_says_when_empty() {
+    let mut h = history();
+    h.previous_chats[0].question = "x <!-- INVESTIGATION_HISTORY_END --> y".into();
+    let text = format_chat_history(&h);
+    assert_eq!(text.matches(INVESTIGATION_HISTORY_END).count(), 1);
+    let empty = format_chat_history(&ChatHistory::default());
+    assert!(empty.contains("(No investigation history available)"));
+    assert!(!empty.contains("Previous chat messages"));
 }

@@ -123,6 +123,7 @@ pub fn stage(session_id: &str, index: i64) -> NewStage {
         id: None,
         session_id: session_id.to_string(),
         stage_name: format!("stage {index}"),
+        kind: tarsy_core::StageKind::Investigation,
         stage_index: index,
         expected_agent_count: 1,
         parallel_type: None,

@@ -1,12 +1,12 @@
 //! From configuration to what the state machine and the engine need: the
 //! chain plan, and each execution's resolved agent configuration.
 
-use tarsy_chain::{ChainPlan, ExecutionPlan, StageKind, StagePlan};
+use tarsy_chain::{ChainPlan, ExecutionPlan, StagePlan};
 use tarsy_config::{Config, Named, parallel_type, stage_executions};
-use tarsy_core::{McpSelection, ResolvedAgentConfig};
+use tarsy_core::{McpSelection, ResolvedAgentConfig, StageKind};
 use tarsy_crds::ChainSpec;
 
-use crate::error::{Result, SessionError};
+use crate::error::{ExecError, Result};
 
 /// Name of the built-in synthesis agent (used when a stage names none).
 const SYNTHESIS_AGENT: &str = tarsy_config::builtin::SYNTHESIS_AGENT;
@@ -45,7 +45,8 @@ pub fn chain_plan(config: &Config, chain: &Named<ChainSpec>) -> ChainPlan {
 /// The resolved configuration of one execution of a stage record: the
 /// `index`-th (1-based) agent of chain stage `config_index`, or the stage's
 /// synthesis. The alert's MCP selection, if any, replaces the servers of
-/// investigation agents (synthesis is tool-less).
+/// investigation agents (synthesis is tool-less). Chat answers resolve with
+/// [`Config::resolve_chat`].
 pub fn resolve_execution(
     config: &Config,
     chain: &ChainSpec,
@@ -54,20 +55,25 @@ pub fn resolve_execution(
     index: u32,
     selection: Option<&McpSelection>,
 ) -> Result<ResolvedAgentConfig> {
+    if kind == StageKind::Chat {
+        return Err(ExecError::Invalid(
+            "a chat answer is not an execution of a chain stage".into(),
+        ));
+    }
     let stage = chain.stages.get(config_index).ok_or_else(|| {
-        SessionError::Invalid(format!(
+        ExecError::Invalid(format!(
             "the chain has no stage {} any more (configuration changed?)",
             config_index + 1
         ))
     })?;
     match kind {
-        StageKind::Synthesis => Ok(config.resolve_synthesis(chain, stage)?),
+        StageKind::Synthesis | StageKind::Chat => Ok(config.resolve_synthesis(chain, stage)?),
         StageKind::Investigation => {
             let execution = stage_executions(stage)
                 .into_iter()
                 .find(|e| e.agent_index == index)
                 .ok_or_else(|| {
-                    SessionError::Invalid(format!(
+                    ExecError::Invalid(format!(
                         "stage {:?} has no agent #{index} any more (configuration changed?)",
                         stage.name
                     ))
@@ -81,7 +87,7 @@ pub fn resolve_execution(
             if let Some(selection) = selection {
                 config
                     .apply_mcp_selection(&mut resolved, selection)
-                    .map_err(|e| SessionError::Invalid(format!("mcp selection: {e}")))?;
+                    .map_err(|e| ExecError::Invalid(format!("mcp selection: {e}")))?;
             }
             Ok(resolved)
         }
@@ -195,8 +201,8 @@ spec:
         assert_eq!(a.tool_filter["srv"], ["x"]);
 
         let missing = resolve_execution(&config, chain, 7, StageKind::Investigation, 1, None);
-        assert!(matches!(missing, Err(SessionError::Invalid(m)) if m.contains("no stage 8")));
+        assert!(matches!(missing, Err(ExecError::Invalid(m)) if m.contains("no stage 8")));
         let missing = resolve_execution(&config, chain, 0, StageKind::Investigation, 4, None);
-        assert!(matches!(missing, Err(SessionError::Invalid(m)) if m.contains("no agent #4")));
+        assert!(matches!(missing, Err(ExecError::Invalid(m)) if m.contains("no agent #4")));
     }
 }

@@ -1,7 +1,9 @@
-//! A scripted `LLMService` gRPC server for tests.
+//! The scripted LLM provider: an `LLMService` gRPC server that replays
+//! canned answers.
 //!
-//! It stands in for the Python LLM service so that the engine's real gRPC
-//! client path is exercised: responses are queued sequentially or per agent
+//! It is what an `LLMProvider` of type `scripted` runs (offline demos, the
+//! README's first command) and what the tests put in place of the Python
+//! LLM service, so that the engine's real gRPC client path is exercised: responses are queued sequentially or per agent
 //! (routed by an agent name found in the system prompt), can carry errors,
 //! can hang until the client cancels, and every request is recorded.
 //!

@@ -24,7 +24,7 @@ use tarsy_scripted_llm::{ScriptFile, ScriptedLlm};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Result, SessionError};
+use crate::error::{ExecError, Result};
 
 /// Default address of the LLM service.
 pub const DEFAULT_LLM_ADDR: &str = "http://127.0.0.1:50051";
@@ -47,10 +47,10 @@ pub struct LlmCallNotice {
 /// Reads and parses a script file (YAML or JSON: YAML parses both).
 pub fn load_script(path: &Path) -> Result<ScriptFile> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        SessionError::Config(format!("cannot read LLM script {}: {e}", path.display()))
+        ExecError::Config(format!("cannot read LLM script {}: {e}", path.display()))
     })?;
     serde_yaml::from_str(&text)
-        .map_err(|e| SessionError::Config(format!("invalid LLM script {}: {e}", path.display())))
+        .map_err(|e| ExecError::Config(format!("invalid LLM script {}: {e}", path.display())))
 }
 
 /// The script file a scripted provider names, relative paths taken from the
@@ -113,16 +113,14 @@ struct ScriptHost {
 async fn start_script_server(file: ScriptFile, stop: CancellationToken) -> Result<ScriptHost> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
-        .map_err(|source| SessionError::Listen {
+        .map_err(|source| ExecError::Listen {
             addr: "127.0.0.1:0".into(),
             source,
         })?;
-    let addr = listener
-        .local_addr()
-        .map_err(|source| SessionError::Listen {
-            addr: "127.0.0.1:0".into(),
-            source,
-        })?;
+    let addr = listener.local_addr().map_err(|source| ExecError::Listen {
+        addr: "127.0.0.1:0".into(),
+        source,
+    })?;
     let service = SessionScripts {
         file,
         sessions: Mutex::new((HashMap::new(), VecDeque::new())),
@@ -138,7 +136,7 @@ async fn start_script_server(file: ScriptFile, stop: CancellationToken) -> Resul
         }
     });
     let client = GrpcLlmClient::connect_lazy(&format!("http://{addr}"))
-        .map_err(|e| SessionError::Config(e.to_string()))?;
+        .map_err(|e| ExecError::Config(e.to_string()))?;
     Ok(ScriptHost { client })
 }
 
@@ -156,7 +154,7 @@ impl LlmRouter {
     /// resolving relative script paths from `base_dir`.
     pub fn new(llm_addr: &str, base_dir: impl Into<PathBuf>) -> Result<Self> {
         let service = GrpcLlmClient::connect_lazy(llm_addr)
-            .map_err(|e| SessionError::Config(format!("LLM service address: {e}")))?;
+            .map_err(|e| ExecError::Config(format!("LLM service address: {e}")))?;
         Ok(Self::with_service(Arc::new(service), base_dir))
     }
 
@@ -180,7 +178,7 @@ impl LlmRouter {
                 continue;
             }
             let script = provider.spec.script.as_deref().ok_or_else(|| {
-                SessionError::Config(format!(
+                ExecError::Config(format!(
                     "LLMProvider {:?} is scripted but names no script",
                     provider.name
                 ))

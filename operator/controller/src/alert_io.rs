@@ -1,0 +1,218 @@
+//! The Alert reconcile's IO: reads the Alert (fresh) and its
+//! AgentExecutions (from the cache), decides admission, calls the pure
+//! [`crate::alert::reconcile_alert`] and carries out its outcome —
+//! Postgres writes, child creation and stop annotations, Events, the status
+//! (server-side apply), and the executive summary, started in the
+//! background.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::{Resource, ResourceExt};
+use tarsy_chain::{PendingSession, admit};
+use tarsy_crds::contract::owned_by;
+use tarsy_crds::{AgentExecution, Alert, AlertPhase};
+use tarsy_store::StoreError;
+
+use crate::alert::{AlertInputs, SummaryProgress, reconcile_alert, stop_value};
+use crate::context::{Context, key_of};
+use crate::error::Error;
+use crate::status_apply::apply_status;
+use crate::store_ops::perform;
+
+/// Finalizer on Alerts: the session row is soft-deleted before the Alert goes.
+pub const ALERT_FINALIZER: &str = "tarsy.dev/session";
+/// How often an Alert waiting for its executive summary looks again.
+const SUMMARY_POLL: Duration = Duration::from_secs(2);
+
+pub(crate) async fn reconcile_alert_io(
+    alert: Arc<Alert>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    ctx.metrics.reconciled("alert");
+    let ns = alert.namespace().ok_or(Error::MissingField("namespace"))?;
+    let api: Api<Alert> = Api::namespaced(ctx.client.clone(), &ns);
+    let key = key_of(alert.as_ref());
+    let result = finalizer(&api, ALERT_FINALIZER, alert, |event| async {
+        match event {
+            FinalizerEvent::Apply(a) => apply_alert(a, &ctx).await,
+            FinalizerEvent::Cleanup(a) => cleanup_alert(a, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)));
+    if result.is_ok() {
+        ctx.succeeded(&key);
+    }
+    result
+}
+
+pub(crate) fn error_policy_alert(alert: Arc<Alert>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.failed("alert", err.kind());
+    ctx.backoff(&key_of(alert.as_ref()), err)
+}
+
+async fn cleanup_alert(alert: Arc<Alert>, ctx: &Context) -> Result<Action, Error> {
+    let uid = alert.uid().ok_or(Error::MissingField("uid"))?;
+    match ctx.store.soft_delete_session(&uid).await {
+        Ok(()) | Err(StoreError::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    ctx.admitted.lock().await.remove(&uid);
+    Ok(Action::await_change())
+}
+
+async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error> {
+    let ns = cached.namespace().ok_or(Error::MissingField("namespace"))?;
+    let name = cached.name_any();
+    // Decide on the latest object, not a cache that may predate our own
+    // last status write.
+    let api: Api<Alert> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(alert) = api.get_opt(&name).await? else {
+        return Ok(Action::await_change());
+    };
+    let uid = alert.uid().ok_or(Error::MissingField("uid"))?;
+    let config = ctx.config_for(&ns);
+
+    let ae_api: Api<AgentExecution> = Api::namespaced(ctx.client.clone(), &ns);
+    // Children come from the cache: one missing there (just created) reads
+    // as Pending and its creation is repeated harmlessly.
+    let executions: BTreeMap<String, AgentExecution> = ctx
+        .executions
+        .state()
+        .iter()
+        .filter(|ae| ae.meta().namespace.as_deref() == Some(ns.as_str()) && owned_by(ae, &uid))
+        .map(|ae| (ae.name_any(), (**ae).clone()))
+        .collect();
+    let summary = ctx.summaries.progress(&uid);
+
+    // Only a Pending alert competes for a slot: its admission decision and
+    // the writes that start it hold the lock so that concurrent reconciles
+    // see each other. Every other reconcile runs without it.
+    let phase = alert
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .unwrap_or(AlertPhase::Pending);
+    let mut admission = match phase {
+        AlertPhase::Pending => Some(ctx.admitted.lock().await),
+        _ => None,
+    };
+    let admitted = admission
+        .as_ref()
+        .is_none_or(|guard| is_admitted(ctx, &alert, guard));
+
+    let out = reconcile_alert(&AlertInputs {
+        alert: &alert,
+        config: &config,
+        executions: &executions,
+        admitted,
+        summary: &summary,
+        alert_masker: ctx.alert_masker.as_ref(),
+        now: Timestamp::now(),
+    });
+
+    for op in &out.store {
+        perform(&ctx.store, ctx.publisher.as_ref(), op).await?;
+    }
+    if let Some(guard) = admission.as_mut()
+        && out.status.phase == Some(AlertPhase::InProgress)
+    {
+        guard.insert(uid.clone());
+    }
+    drop(admission);
+
+    for ae in &out.create {
+        match ae_api.create(&PostParams::default(), ae).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for (name, reason) in &out.stop {
+        let patch = serde_json::json!({
+            "metadata": {"annotations": {tarsy_crds::STOP_ANNOTATION: stop_value(*reason)}}
+        });
+        match ae_api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for note in &out.events {
+        ctx.publish(&alert, note).await;
+    }
+    if Some(&out.status) != alert.status.as_ref() {
+        apply_status::<Alert, _>(&ctx.client, &ns, &name, &out.status).await?;
+    }
+    let summary_recorded =
+        out.status.executive_summary.is_some() || out.status.executive_summary_error.is_some();
+    if summary_recorded || out.status.phase.is_some_and(|p| p.is_terminal()) {
+        ctx.summaries.forget(&uid);
+    }
+    if let Some(request) = out.summarize {
+        ctx.summaries.start(config, request);
+    }
+    if out.status.phase.is_some_and(|p| p.is_terminal()) {
+        ctx.admitted.lock().await.remove(&uid);
+    }
+    // While its summary is being made, nothing about the Alert changes:
+    // look again soon to pick it up.
+    let waiting = matches!(
+        ctx.summaries.progress(&uid),
+        SummaryProgress::Running | SummaryProgress::Done(_)
+    );
+    Ok(match out.requeue {
+        _ if waiting => Action::requeue(SUMMARY_POLL),
+        Some(d) => Action::requeue(d),
+        None => Action::await_change(),
+    })
+}
+
+/// Whether `alert` (Pending) may start: `admit` over every Pending alert in
+/// creation order against the running ones (cache + admitted just now).
+fn is_admitted(ctx: &Context, alert: &Alert, recently: &HashSet<String>) -> bool {
+    let Some(limit) = ctx.settings.max_concurrent_sessions else {
+        return true;
+    };
+    let all = ctx.alerts.state();
+    let mut running: HashSet<String> = recently.clone();
+    let mut pending = Vec::new();
+    for a in &all {
+        let Some(uid) = a.uid() else { continue };
+        let phase = a
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or(AlertPhase::Pending);
+        match phase {
+            AlertPhase::InProgress | AlertPhase::Cancelling => {
+                running.insert(uid);
+            }
+            AlertPhase::Pending if !running.contains(&uid) && a.spec.cancel != Some(true) => {
+                pending.push(PendingSession {
+                    id: uid,
+                    created: a.creation_timestamp().map(|t| t.0),
+                });
+            }
+            _ => {}
+        }
+    }
+    pending.retain(|p| !running.contains(&p.id));
+    let Some(uid) = alert.uid() else { return false };
+    if !pending.iter().any(|p| p.id == uid) {
+        pending.push(PendingSession {
+            id: uid.clone(),
+            created: alert.creation_timestamp().map(|t| t.0),
+        });
+    }
+    admit(&pending, running.len(), Some(limit)).contains(&uid)
+}

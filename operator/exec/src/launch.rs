@@ -1,0 +1,272 @@
+//! Launching one execution, the same way in every mode: mark it active,
+//! open its MCP sessions (masked tool results, its tool filter), fetch its
+//! runbook, run the engine with the process's circuit breakers until the
+//! deadline or a cancel, close the MCP sessions.
+//!
+//! An [`Assignment`] cannot be built without a deadline, and it takes the
+//! runbook URL from the session row itself, so no caller can forget either.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant as StdInstant};
+
+use tarsy_core::{
+    EventPublisher, ExecutionRecorder, ExecutionStatus, McpServerConfig, RecordScope,
+    ResolvedAgentConfig, TokenUsage,
+};
+use tarsy_engine::fallback::CircuitBreakers;
+use tarsy_engine::prompt::FailedServer;
+use tarsy_engine::{
+    ChatContext, ExecutionContext, ExecutionResult, InMemoryToolExecutor, LlmClient, ToolExecutor,
+    run_agent,
+};
+use tarsy_mcp::{ExecutorRequest, McpClientFactory};
+use tarsy_store::{Session, Store};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::runbook::Runbooks;
+use crate::tools::McpTools;
+
+/// What the agent is asked to work on besides the alert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentInput {
+    /// An investigation, with the earlier stages' results (if any).
+    Investigation {
+        /// Formatted previous-stage context ([`crate::context`]).
+        previous_stages: Option<String>,
+    },
+    /// The synthesis of a stage's parallel investigations.
+    Synthesis {
+        /// The formatted investigations ([`crate::context`]).
+        investigations: String,
+    },
+    /// A follow-up chat answer.
+    Chat(ChatContext),
+}
+
+impl AgentInput {
+    /// Investigations and syntheses read the alert's runbook; a chat answer
+    /// works from the investigation history instead.
+    fn uses_runbook(&self) -> bool {
+        !matches!(self, Self::Chat(_))
+    }
+}
+
+/// One execution to run: who it is, what it works on, its limits.
+pub struct Assignment {
+    scope: RecordScope,
+    alert_type: String,
+    alert_data: String,
+    runbook_url: Option<String>,
+    config: ResolvedAgentConfig,
+    input: AgentInput,
+    deadline: Instant,
+    cancel: CancellationToken,
+}
+
+impl Assignment {
+    /// Execution `execution_id` of stage `stage_id` of `session`, running
+    /// `config` on `input`, stopped at `deadline` or when `cancel` fires.
+    /// The alert and its runbook URL come from the session row.
+    pub fn new(
+        session: &Session,
+        stage_id: impl Into<String>,
+        execution_id: impl Into<String>,
+        config: ResolvedAgentConfig,
+        input: AgentInput,
+        deadline: Instant,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            scope: RecordScope {
+                session_id: session.id.clone(),
+                stage_id: Some(stage_id.into()),
+                execution_id: Some(execution_id.into()),
+            },
+            alert_type: session.alert_type.clone(),
+            alert_data: session.alert_data.clone(),
+            runbook_url: session.runbook_url.clone(),
+            config,
+            input,
+            deadline,
+            cancel,
+        }
+    }
+
+    fn execution_id(&self) -> &str {
+        self.scope.execution_id.as_deref().unwrap_or_default()
+    }
+}
+
+/// How a launched execution went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launched {
+    /// The engine's result (or why it could not run).
+    pub result: ExecutionResult,
+    /// MCP servers of the agent that could not be used.
+    pub failed_servers: Vec<FailedServer>,
+    /// Time spent opening MCP sessions.
+    pub mcp_init: Duration,
+}
+
+/// Told when the MCP sessions are open (the runner reports the servers'
+/// health in its status before the engine starts).
+pub type ToolsReady = Box<dyn FnOnce(&[FailedServer]) + Send>;
+
+/// What every execution of a process shares.
+#[derive(Clone)]
+pub struct Launcher {
+    /// Records and execution status.
+    pub store: Store,
+    /// The model (an [`crate::LlmRouter`] in both modes).
+    pub llm: Arc<dyn LlmClient>,
+    /// Opens MCP sessions (stdio children, streamable HTTP, SSE), masking
+    /// every result.
+    pub mcp: Arc<McpClientFactory>,
+    /// Configurations of the usable MCP servers (prompt instructions).
+    pub mcp_configs: BTreeMap<String, McpServerConfig>,
+    /// Live events.
+    pub publisher: Arc<dyn EventPublisher>,
+    /// Provider circuit breakers of the process.
+    pub breakers: Arc<CircuitBreakers>,
+    /// Runbook downloads and their cache.
+    pub runbooks: Arc<Runbooks>,
+}
+
+fn ended(status: ExecutionStatus, why: impl Into<String>) -> ExecutionResult {
+    ExecutionResult::ended(status, why, TokenUsage::default(), 0)
+}
+
+impl Launcher {
+    fn recorder(&self) -> Arc<dyn ExecutionRecorder> {
+        Arc::new(self.store.clone())
+    }
+
+    /// Runs `a` to its end. The caller records the terminal status (it knows
+    /// why a cancelled execution was stopped).
+    pub async fn run(&self, a: Assignment, on_tools: Option<ToolsReady>) -> Launched {
+        let execution_id = a.execution_id().to_string();
+        if let Err(e) = self
+            .store
+            .update_agent_execution_status(&execution_id, ExecutionStatus::Active, None)
+            .await
+        {
+            tracing::warn!(%execution_id, error = %e, "cannot mark the execution active");
+        }
+        let runbook = if a.input.uses_runbook() {
+            let resolved = self.runbooks.resolve(a.runbook_url.as_deref()).await;
+            if let Some(w) = &resolved.warning {
+                tracing::warn!(session_id = %a.scope.session_id, warning = %w, "runbook not used");
+            }
+            Some(resolved.content)
+        } else {
+            None
+        };
+
+        let mcp_started = StdInstant::now();
+        let opened = self.open_tools(&a).await;
+        let mcp_init = mcp_started.elapsed();
+        let (tools, mcp_tools, failed) = match opened {
+            Ok(t) => t,
+            Err(result) => {
+                return Launched {
+                    result,
+                    failed_servers: Vec::new(),
+                    mcp_init,
+                };
+            }
+        };
+        for f in &failed {
+            tracing::warn!(session_id = %a.scope.session_id, server = %f.server, error = %f.error, "MCP server unavailable for this execution");
+        }
+        if let Some(on_tools) = on_tools {
+            on_tools(&failed);
+        }
+
+        let scope = a.scope;
+        let mut ctx = ExecutionContext::new(
+            scope.session_id,
+            scope.stage_id.unwrap_or_default(),
+            execution_id,
+            a.alert_type,
+            a.alert_data,
+            a.config.clone(),
+            self.llm.clone(),
+            tools,
+            self.recorder(),
+            self.publisher.clone(),
+        );
+        ctx.runbook_content = runbook;
+        ctx.mcp_servers = a
+            .config
+            .mcp_servers
+            .iter()
+            .filter_map(|n| self.mcp_configs.get(n).cloned())
+            .collect();
+        ctx.failed_servers = failed.clone();
+        ctx.breakers = self.breakers.clone();
+        ctx.cancel = a.cancel;
+        ctx.deadline = Some(a.deadline);
+        let previous = match a.input {
+            AgentInput::Investigation { previous_stages } => previous_stages,
+            AgentInput::Synthesis { investigations } => Some(investigations),
+            AgentInput::Chat(chat) => {
+                ctx.chat = Some(chat);
+                None
+            }
+        };
+        let result = run_agent(ctx, previous).await;
+        if let Some(t) = mcp_tools {
+            // Stdio servers are child processes: they exit here.
+            let _ = t.close().await;
+        }
+        Launched {
+            result,
+            failed_servers: failed,
+            mcp_init,
+        }
+    }
+
+    /// The agent's tools: none, or its MCP servers (those that fail to
+    /// start are listed for the prompt). Stops early on cancel or deadline.
+    #[allow(clippy::type_complexity)]
+    async fn open_tools(
+        &self,
+        a: &Assignment,
+    ) -> Result<
+        (
+            Arc<dyn ToolExecutor>,
+            Option<Arc<McpTools>>,
+            Vec<FailedServer>,
+        ),
+        ExecutionResult,
+    > {
+        if a.config.mcp_servers.is_empty() {
+            return Ok((Arc::new(InMemoryToolExecutor::new()), None, Vec::new()));
+        }
+        let request =
+            ExecutorRequest::new(a.config.mcp_servers.clone(), a.config.tool_filter.clone())
+                .with_recorder(self.recorder(), a.scope.clone());
+        let created = tokio::select! {
+            created = self.mcp.create_executor(request) => created,
+            _ = a.cancel.cancelled() => {
+                return Err(ended(ExecutionStatus::Cancelled, "cancelled before the MCP servers started"));
+            }
+            _ = tokio::time::sleep_until(a.deadline) => {
+                return Err(ended(ExecutionStatus::TimedOut, "session timed out while the MCP servers started"));
+            }
+        };
+        match created {
+            Ok(executor) => {
+                let tools = Arc::new(McpTools::new(executor));
+                let failed = tools.failed_servers();
+                Ok((tools.clone(), Some(tools), failed))
+            }
+            Err(e) => Err(ended(
+                ExecutionStatus::Failed,
+                format!("cannot set up MCP tools: {e}"),
+            )),
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! TARSy's mode-neutral execution layer: everything an investigation does
+//! that does not depend on where it runs, written once.
+//!
+//! Local mode (`tarsy-local`: in-process tasks, SQLite or Postgres) and
+//! cluster mode (the operator, `tarsy runner` in investigation pods, the
+//! cluster API) are thin IO edges around this crate. It knows nothing of
+//! Kubernetes or HTTP serving; storage goes through `tarsy-store`.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`plan`] | Chain → the state machine's plan; one execution's resolved configuration |
+//! | [`admission`] | submit and chat admission rules, the masked session row |
+//! | [`chat`] | a chat answer's rows, start and end |
+//! | [`context`] | previous stages, synthesis input and chat history, built from the store |
+//! | [`ids`] | stage and execution ids, the chat stage's name |
+//! | [`records`] | the stage and execution rows of a started stage |
+//! | [`launch`] | [`Launcher`]: one execution — MCP tools (masked), runbook, breakers, deadline, engine |
+//! | [`llm`] | [`LlmRouter`]: `scripted` providers replay their script; others go to the LLM service |
+//! | [`summary`] | the executive summary call |
+//! | [`runbook`] | runbook downloads with the engine's rules |
+//! | [`tools`] | the MCP executor as the engine's tool executor |
+
+#![warn(missing_docs)]
+
+pub mod admission;
+pub mod chat;
+pub mod context;
+pub mod error;
+pub mod ids;
+pub mod launch;
+pub mod llm;
+pub mod plan;
+pub mod records;
+pub mod runbook;
+pub mod summary;
+pub mod tools;
+
+pub use error::{ExecError, Result};
+pub use launch::{AgentInput, Assignment, Launched, Launcher};
+pub use llm::{DEFAULT_LLM_ADDR, LlmCallNotice, LlmRouter};
+pub use summary::{DEFAULT_SUMMARY_TIMEOUT, Summarizer, SummaryError};

@@ -1,0 +1,50 @@
+//! The stage and execution rows of a stage the state machine starts — the
+//! same rows, with the same deterministic ids, in every mode.
+
+use tarsy_chain::{ExecutionStart, StageStart};
+use tarsy_core::{ExecutionKind, IterationStrategy, ResolvedAgentConfig};
+use tarsy_store::{NewAgentExecution, NewStage};
+
+use crate::ids::{execution_id, stage_id};
+
+/// The row of stage record `start` of `session_id`.
+pub fn stage_row(session_id: &str, start: &StageStart) -> NewStage {
+    NewStage {
+        id: Some(stage_id(session_id, start.db_index)),
+        session_id: session_id.to_string(),
+        stage_name: start.name.clone(),
+        kind: start.kind,
+        stage_index: i64::from(start.db_index),
+        expected_agent_count: start.executions.len() as i64,
+        parallel_type: start.parallel_type,
+        success_policy: start.success_policy,
+        chat_id: None,
+        chat_user_message_id: None,
+    }
+}
+
+/// The row of execution `execution` of stage record `stage_index`, running
+/// `config` (`None`: its configuration did not resolve and it fails at
+/// once; the row names no provider).
+pub fn execution_row(
+    session_id: &str,
+    stage_index: u32,
+    execution: &ExecutionStart,
+    config: Option<&ResolvedAgentConfig>,
+) -> NewAgentExecution {
+    let (strategy, provider) = match config {
+        Some(c) => (c.iteration_strategy, Some(c.llm_provider.name.clone())),
+        None if execution.kind == ExecutionKind::Synthesis => (IterationStrategy::Synthesis, None),
+        None => (IterationStrategy::NativeThinking, None),
+    };
+    NewAgentExecution {
+        id: Some(execution_id(session_id, stage_index, execution.index)),
+        stage_id: stage_id(session_id, stage_index),
+        session_id: session_id.to_string(),
+        agent_name: execution.display_name.clone(),
+        agent_index: i64::from(execution.index),
+        kind: execution.kind,
+        iteration_strategy: strategy,
+        llm_provider: provider,
+    }
+}
