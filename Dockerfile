@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # The `tarsy` image: one binary for every role (controller, api, webhooks,
-# runner, mcp-bridge, serve). Build from the repository root:
+# runner, mcp-bridge, serve), with the web dashboard built in. Build from the
+# repository root:
 #   docker build -t tarsy .
 # The LLM service has its own image: docker build -f llm-service/Dockerfile .
 
@@ -8,7 +9,18 @@
 # reproducible builds. Builder and runtime share Debian bookworm, so the
 # binary's glibc matches.
 ARG RUST_VERSION=1.95
+ARG NODE_VERSION=20
 ARG DEBIAN_RELEASE=bookworm
+
+# The web dashboard, built first: tarsy's build.rs embeds dashboard/dist, so
+# the image always serves it (under /ui).
+FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS dashboard
+WORKDIR /src/dashboard
+COPY dashboard/package.json dashboard/package-lock.json ./
+RUN --mount=type=cache,target=/root/.npm \
+    npm ci --no-audit --no-fund --no-progress
+COPY dashboard/ ./
+RUN npm run build
 
 FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
 WORKDIR /src
@@ -21,6 +33,7 @@ COPY proto proto
 COPY operator operator
 COPY webhooks webhooks
 COPY e2e e2e
+COPY --from=dashboard /src/dashboard/dist dashboard/dist
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked -p tarsy \

@@ -17,14 +17,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tarsy_core::{ConversationMessage, McpSelection, SessionStatus, TimelineEvent};
 use tarsy_store::{
-    AgentExecution, LlmInteraction, McpInteraction, Session, SessionFilter, SessionSummary,
-    SessionTrace, Stage, StoreError,
+    AgentExecution, LlmInteraction, McpInteraction, Session, SessionFilter, SessionSort,
+    SessionSortKey, SessionSummary, SessionTrace, Stage, StoreError,
 };
 
 use crate::control::{
     CancelError, CancelOutcome, ChatError, ChatSubmission, NewAlert, SubmitError,
 };
 use crate::error::{ApiError, ApiResult};
+use crate::system::{AlertObject, ExecutionObject, SessionObjects, SystemConfiguration};
 use crate::{AppState, author};
 
 /// Default and largest page sizes of the session list.
@@ -32,6 +33,9 @@ const DEFAULT_PAGE_SIZE: i64 = 20;
 const MAX_PAGE_SIZE: i64 = 100;
 /// How long `/health` waits for the database.
 const HEALTH_DB_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a session read waits for its Kubernetes objects (cluster mode)
+/// before answering without them.
+const CLUSTER_OBJECTS_TIMEOUT: Duration = Duration::from_secs(3);
 
 // ------------------------------------------------------------ helpers
 
@@ -300,6 +304,9 @@ pub(crate) struct ListQuery {
     page: Option<String>,
     page_size: Option<String>,
     include_deleted: Option<String>,
+    needs_attention: Option<String>,
+    sort: Option<String>,
+    order: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -328,6 +335,41 @@ fn parse_positive(name: &str, value: Option<&str>, default: i64, max: i64) -> Ap
     }
 }
 
+fn parse_bool(name: &str, value: Option<&str>) -> ApiResult<bool> {
+    match value.map(str::trim) {
+        None | Some("") | Some("false") | Some("0") => Ok(false),
+        Some("true") | Some("1") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "{name} must be true or false, got {other:?}"
+        ))),
+    }
+}
+
+/// `sort` (a column, default `created_at`) and `order` (`asc`/`desc`,
+/// default `desc`).
+fn parse_sort(sort: Option<&str>, order: Option<&str>) -> ApiResult<SessionSort> {
+    let key = match sort.map(str::trim).filter(|s| !s.is_empty()) {
+        None => SessionSortKey::CreatedAt,
+        Some(name) => SessionSortKey::parse(name).ok_or_else(|| {
+            let keys: Vec<&str> = SessionSortKey::ALL.iter().map(|k| k.as_str()).collect();
+            ApiError::bad_request(format!(
+                "sort must be one of {}, got {name:?}",
+                keys.join(", ")
+            ))
+        })?,
+    };
+    let descending = match order.map(str::trim).filter(|s| !s.is_empty()) {
+        None | Some("desc") => true,
+        Some("asc") => false,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "order must be asc or desc, got {other:?}"
+            )));
+        }
+    };
+    Ok(SessionSort { key, descending })
+}
+
 /// `GET /api/v1/sessions`.
 pub(crate) async fn list_sessions(
     State(api): State<AppState>,
@@ -353,15 +395,9 @@ pub(crate) async fn list_sessions(
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
         );
     }
-    let include_deleted = match query.include_deleted.as_deref().map(str::trim) {
-        None | Some("") | Some("false") | Some("0") => false,
-        Some("true") | Some("1") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "include_deleted must be true or false, got {other:?}"
-            )));
-        }
-    };
+    let include_deleted = parse_bool("include_deleted", query.include_deleted.as_deref())?;
+    let needs_attention = parse_bool("needs_attention", query.needs_attention.as_deref())?;
+    let sort = parse_sort(query.sort.as_deref(), query.order.as_deref())?;
     let filter = SessionFilter {
         statuses,
         alert_type: non_empty(query.alert_type),
@@ -369,6 +405,8 @@ pub(crate) async fn list_sessions(
         author: non_empty(query.author),
         search: non_empty(query.q),
         include_deleted,
+        needs_attention,
+        sort,
         limit: Some(page_size),
         offset: Some((page - 1).saturating_mul(page_size)),
     };
@@ -389,7 +427,16 @@ pub(crate) async fn list_sessions(
 struct StageDetail {
     #[serde(flatten)]
     stage: Stage,
-    executions: Vec<AgentExecution>,
+    executions: Vec<ExecutionDetail>,
+}
+
+#[derive(Debug, Serialize)]
+struct ExecutionDetail {
+    #[serde(flatten)]
+    execution: AgentExecution,
+    /// Cluster mode: the AgentExecution and its pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<ExecutionObject>,
 }
 
 #[derive(Debug, Serialize)]
@@ -408,6 +455,28 @@ struct SessionDetail {
     chat_available: bool,
     chat: Option<ChatInfo>,
     stages: Vec<StageDetail>,
+    /// Cluster mode: the Alert behind the session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<AlertObject>,
+}
+
+/// The session's Kubernetes objects, or none when there is no source, it
+/// fails or it is slow (logged: the stored records are the answer).
+async fn session_objects(api: &AppState, id: &str) -> SessionObjects {
+    let Some(source) = &api.config.cluster_objects else {
+        return SessionObjects::default();
+    };
+    match tokio::time::timeout(CLUSTER_OBJECTS_TIMEOUT, source.session_objects(id)).await {
+        Ok(Ok(objects)) => objects,
+        Ok(Err(e)) => {
+            tracing::warn!(session_id = %id, error = %e, "cluster objects unavailable");
+            SessionObjects::default()
+        }
+        Err(_) => {
+            tracing::warn!(session_id = %id, "cluster objects lookup timed out");
+            SessionObjects::default()
+        }
+    }
 }
 
 /// `GET /api/v1/sessions/{id}`.
@@ -418,6 +487,7 @@ pub(crate) async fn get_session(
     let session = api.store.get_session(&id).await?;
     let stages = api.store.list_stages(&id).await?;
     let executions = api.store.list_session_executions(&id).await?;
+    let mut objects = session_objects(&api, &id).await;
     let mut by_stage: BTreeMap<String, Vec<AgentExecution>> = BTreeMap::new();
     for execution in executions {
         by_stage
@@ -430,6 +500,13 @@ pub(crate) async fn get_session(
         .map(|stage| {
             let mut executions = by_stage.remove(&stage.id).unwrap_or_default();
             executions.sort_by_key(|e| e.agent_index);
+            let executions = executions
+                .into_iter()
+                .map(|execution| ExecutionDetail {
+                    cluster: objects.executions.remove(&execution.id),
+                    execution,
+                })
+                .collect();
             StageDetail { stage, executions }
         })
         .collect();
@@ -452,6 +529,7 @@ pub(crate) async fn get_session(
         session,
         chat,
         stages,
+        cluster: objects.alert,
     })))
 }
 
@@ -554,6 +632,23 @@ pub(crate) async fn send_chat_message(
             "stage_id": accepted.stage_id,
         })),
     ))
+}
+
+// ------------------------------------------------------------ system
+
+/// `GET /api/v1/system/configuration`.
+pub(crate) async fn system_configuration(
+    State(api): State<AppState>,
+) -> ApiResult<Json<SystemConfiguration>> {
+    let Some(source) = &api.config.configuration else {
+        return Err(ApiError::not_found(
+            "this API was started without a configuration view",
+        ));
+    };
+    source.configuration().await.map(Json).map_err(|e| {
+        tracing::warn!(error = %e, "configuration view unavailable");
+        ApiError::unavailable(format!("the configuration cannot be read now: {e}"))
+    })
 }
 
 // ------------------------------------------------------------ trace

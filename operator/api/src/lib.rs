@@ -19,8 +19,10 @@
 #![warn(missing_docs)]
 
 mod control;
+pub mod dashboard;
 mod error;
 mod handlers;
+mod system;
 mod ws;
 
 use std::sync::Arc;
@@ -38,7 +40,12 @@ pub use control::{
     McpHealthSource, McpServerHealth, NewAlert, SessionControl, SubmitError, SystemWarning,
     SystemWarningsSource,
 };
+pub use dashboard::{Asset, Dashboard};
 pub use error::{ApiError, ApiResult};
+pub use system::{
+    AgentView, AlertObject, ChainView, ClusterObjectsSource, ExecutionObject, LlmProviderView,
+    McpServerView, SessionObjects, StageView, SystemConfiguration, SystemConfigurationSource,
+};
 pub use tarsy_events::lifecycle::publish_chat_accepted;
 
 /// Author recorded when no trusted identity header is present.
@@ -48,7 +55,7 @@ pub const DEFAULT_AUTHOR: &str = "api-client";
 const BODY_OVERHEAD: usize = 64 * 1024;
 
 /// Settings of the API.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct ApiConfig {
     /// Trust `X-Forwarded-User` / `X-Forwarded-Email` for the author. Only
     /// set this when the API is reachable solely through an authenticating
@@ -63,6 +70,27 @@ pub struct ApiConfig {
     pub max_alert_bytes: usize,
     /// Largest chat message, in bytes (413 above it).
     pub max_chat_message_bytes: usize,
+    /// Serve the web dashboard under `/ui` (and `/` redirecting to it).
+    /// `None`: no UI routes (tests, embedders).
+    pub dashboard: Option<Dashboard>,
+    /// Source of `GET /api/v1/system/configuration` (404 without one).
+    pub configuration: Option<Arc<dyn SystemConfigurationSource>>,
+    /// Cluster mode: fills the optional `cluster` fields of a session.
+    pub cluster_objects: Option<Arc<dyn ClusterObjectsSource>>,
+}
+
+impl std::fmt::Debug for ApiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiConfig")
+            .field("trust_forwarded_identity", &self.trust_forwarded_identity)
+            .field("allowed_ws_origins", &self.allowed_ws_origins)
+            .field("max_alert_bytes", &self.max_alert_bytes)
+            .field("max_chat_message_bytes", &self.max_chat_message_bytes)
+            .field("dashboard", &self.dashboard.map(|d| d.is_built()))
+            .field("configuration", &self.configuration.is_some())
+            .field("cluster_objects", &self.cluster_objects.is_some())
+            .finish()
+    }
 }
 
 impl Default for ApiConfig {
@@ -72,6 +100,9 @@ impl Default for ApiConfig {
             allowed_ws_origins: Vec::new(),
             max_alert_bytes: tarsy_core::MAX_ALERT_DATA_BYTES,
             max_chat_message_bytes: 100_000,
+            dashboard: None,
+            configuration: None,
+            cluster_objects: None,
         }
     }
 }
@@ -130,10 +161,12 @@ impl Api {
             .saturating_add(BODY_OVERHEAD)
     }
 
-    /// The routes of seed 001's table, the session list and the WebSocket.
+    /// The routes of seed 001's table, the session list, the WebSocket and,
+    /// when configured, the dashboard.
     pub fn router(self) -> Router {
+        let dashboard = self.config.dashboard;
         let state = Arc::new(self);
-        Router::new()
+        let api = Router::new()
             .route("/health", get(handlers::health))
             .route("/api/v1/alerts", post(handlers::submit_alert))
             .route("/api/v1/sessions", get(handlers::list_sessions))
@@ -156,9 +189,17 @@ impl Api {
                 "/api/v1/sessions/{id}/trace/mcp/{interaction_id}",
                 get(handlers::mcp_interaction),
             )
+            .route(
+                "/api/v1/system/configuration",
+                get(handlers::system_configuration),
+            )
             .route("/api/v1/ws", get(ws::upgrade))
             .fallback(handlers::not_found)
-            .with_state(state)
+            .with_state(state);
+        match dashboard {
+            Some(dashboard) => api.merge(dashboard.router()),
+            None => api,
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 mod common;
 
 mod api {
+    mod dashboard;
     mod rest;
     mod ws;
 }

@@ -43,8 +43,8 @@ pub use events::{EventNotification, NOTIFY_PAYLOAD_LIMIT, StoreTx};
 pub use model::{
     AgentExecution, Chat, ChatUserMessage, Created, LlmInteraction, LlmInteractionSummary,
     McpInteraction, McpInteractionSummary, Message, NewAgentExecution, NewSession, NewStage,
-    Session, SessionFilter, SessionOutcome, SessionPage, SessionSummary, SessionTrace, Stage,
-    StoredEvent, TraceExecution, TraceStage,
+    Session, SessionFilter, SessionOutcome, SessionPage, SessionSort, SessionSortKey,
+    SessionSummary, SessionTrace, Stage, StoredEvent, TraceExecution, TraceStage,
 };
 pub use stages::{StageAggregate, aggregate_stage_status};
 

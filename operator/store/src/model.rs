@@ -213,13 +213,94 @@ pub struct SessionFilter {
     pub search: Option<String>,
     /// Include soft-deleted sessions.
     pub include_deleted: bool,
+    /// Only sessions that need a person's attention: failed, timed out, or
+    /// completed in a degraded way (an agent failed or timed out while the
+    /// stage's success policy let the chain go on, or the executive summary
+    /// could not be written).
+    #[serde(default)]
+    pub needs_attention: bool,
+    /// Order of the rows (default: newest first).
+    #[serde(default)]
+    pub sort: SessionSort,
     /// Page size (default 20, at most 1000).
     pub limit: Option<i64>,
     /// Rows to skip.
     pub offset: Option<i64>,
 }
 
-/// One page of the session list, newest first.
+/// A column the session list can be ordered by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionSortKey {
+    /// Submission time.
+    #[default]
+    CreatedAt,
+    /// Start time.
+    StartedAt,
+    /// End time.
+    CompletedAt,
+    /// Status (alphabetical).
+    Status,
+    /// Alert type.
+    AlertType,
+    /// Chain.
+    ChainId,
+    /// Author.
+    Author,
+}
+
+impl SessionSortKey {
+    /// Every key, for messages listing them.
+    pub const ALL: [SessionSortKey; 7] = [
+        Self::CreatedAt,
+        Self::StartedAt,
+        Self::CompletedAt,
+        Self::Status,
+        Self::AlertType,
+        Self::ChainId,
+        Self::Author,
+    ];
+
+    /// The wire name (also the column).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::CreatedAt => "created_at",
+            Self::StartedAt => "started_at",
+            Self::CompletedAt => "completed_at",
+            Self::Status => "status",
+            Self::AlertType => "alert_type",
+            Self::ChainId => "chain_id",
+            Self::Author => "author",
+        }
+    }
+
+    /// The key of a wire name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+/// Order of the session list: a key and a direction; ties are broken by id
+/// in the same direction, and missing values (a session not started yet)
+/// come last either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSort {
+    /// The column.
+    pub key: SessionSortKey,
+    /// Largest first.
+    pub descending: bool,
+}
+
+impl Default for SessionSort {
+    fn default() -> Self {
+        Self {
+            key: SessionSortKey::CreatedAt,
+            descending: true,
+        }
+    }
+}
+
+/// One page of the session list, in the filter's order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionPage {
     /// The sessions of this page.

@@ -129,6 +129,16 @@ impl Store {
                  OR COALESCE(executive_summary, '') {like} {p} ESCAPE '\\')"
             ));
         }
+        if filter.needs_attention {
+            // Constant SQL: the statuses are fixed words, not input.
+            clauses.push(
+                "(status IN ('failed', 'timed_out') OR (status = 'completed' AND \
+                 (executive_summary_error IS NOT NULL OR EXISTS (SELECT 1 FROM agent_executions e \
+                  WHERE e.session_id = alert_sessions.id AND e.kind <> 'chat' \
+                  AND e.status IN ('failed', 'timed_out')))))"
+                    .into(),
+            );
+        }
         let where_sql = if clauses.is_empty() {
             String::new()
         } else {
@@ -141,9 +151,16 @@ impl Store {
         }
         let total = self.db.fetch_i64(count).await?;
 
+        // The column comes from a closed enum, never from input text.
+        let column = filter.sort.key.as_str();
+        let direction = if filter.sort.descending {
+            "DESC"
+        } else {
+            "ASC"
+        };
         let mut page = Sql::dynamic(format!(
             "SELECT {SUMMARY_COLUMNS} FROM alert_sessions{where_sql} \
-             ORDER BY created_at DESC, id DESC LIMIT ${} OFFSET ${}",
+             ORDER BY {column} {direction} NULLS LAST, id {direction} LIMIT ${} OFFSET ${}",
             args.len() + 1,
             args.len() + 2
         ));

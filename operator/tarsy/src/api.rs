@@ -66,6 +66,8 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         .await
         .context("connecting to the Kubernetes API")?;
     let hub = tarsy_events::EventHub::start(store.clone());
+    let view =
+        crate::dashboard::ClusterView::new(client.clone(), namespace.clone(), defaults.clone());
     let control = Arc::new(
         KubeSessionControl::new(client, store.clone(), namespace.clone(), defaults)
             .with_publisher(hub.publisher()),
@@ -73,6 +75,9 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     let config = ApiConfig {
         trust_forwarded_identity: args.trust_forwarded_identity,
         allowed_ws_origins: args.allowed_ws_origins,
+        dashboard: Some(crate::dashboard::dashboard()),
+        configuration: Some(view.clone()),
+        cluster_objects: Some(view),
         ..ApiConfig::default()
     };
     let router = Api::new(hub, control, config).router();

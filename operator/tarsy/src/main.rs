@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod api;
 mod controller;
+mod dashboard;
 mod investigate;
 mod mcp_bridge;
 mod process;

@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use tarsy_exec::DEFAULT_LLM_ADDR;
@@ -82,7 +83,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             format!("sqlite:{}", dir.join("tarsy.db").display())
         }
     };
+    let view = crate::dashboard::configuration_view(&config, "local", None);
     let mut options = LocalOptions::new(config, &args.config);
+    options.api.dashboard = Some(crate::dashboard::dashboard());
+    options.api.configuration = Some(Arc::new(crate::dashboard::StaticConfiguration(view)));
     options.database_url = database_url.clone();
     options.llm_addr = args.llm_addr;
     options.listen = Some(listen_addr(&args.listen, args.port)?);
@@ -95,6 +99,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(addr) = app.api_addr() {
         tracing::info!(%addr, database = %redact(&database_url), "TARSy is serving (local mode)");
         eprintln!("TARSy API on http://{addr}  (WebSocket: ws://{addr}/api/v1/ws)");
+        if crate::dashboard::dashboard().is_built() {
+            eprintln!("Dashboard on http://{addr}/ui/");
+        } else {
+            eprintln!(
+                "Dashboard not built into this binary: cd dashboard && npm ci && npm run build, then rebuild tarsy"
+            );
+        }
     }
     crate::process::stop_requested().await;
     eprintln!("shutting down: running executions are interrupted and resumed on the next start");

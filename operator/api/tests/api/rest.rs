@@ -363,7 +363,13 @@ async fn session_list_filters_and_pages(store: Store) {
             "page_size must be an integer from 1 to 100",
         ),
         ("page=two", "page must be an integer"),
-        ("sort=asc", "unknown field `sort`"),
+        ("sort=asc", "sort must be one of created_at, started_at"),
+        ("order=up", "order must be asc or desc"),
+        (
+            "needs_attention=maybe",
+            "needs_attention must be true or false",
+        ),
+        ("color=red", "unknown field `color`"),
         (
             "include_deleted=maybe",
             "include_deleted must be true or false",

@@ -1,0 +1,61 @@
+import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
+import { lazy, Suspense } from 'react';
+import { BrowserRouter, NavLink, Route, Routes } from 'react-router';
+import { ConnectionBanner } from './components/ConnectionBanner';
+import { NotFoundPage } from './pages/NotFoundPage';
+import { SessionsPage } from './pages/SessionsPage';
+
+// The list loads first; the other pages (and the markdown renderer the
+// session page needs) load when first visited.
+const SessionPage = lazy(() => import('./pages/SessionPage').then((m) => ({ default: m.SessionPage })));
+const TracePage = lazy(() => import('./pages/TracePage').then((m) => ({ default: m.TracePage })));
+const SubmitPage = lazy(() => import('./pages/SubmitPage').then((m) => ({ default: m.SubmitPage })));
+const SystemPage = lazy(() => import('./pages/SystemPage').then((m) => ({ default: m.SystemPage })));
+
+const queryClient = new QueryClient({
+  defaultOptions: {
+    queries: {
+      // Live data arrives over the WebSocket; refetches are triggered by its events.
+      staleTime: 10_000,
+      refetchOnWindowFocus: false,
+      retry: (count, error) => count < 2 && !(error instanceof Error && 'status' in error && error.status === 404),
+    },
+  },
+});
+
+export function App() {
+  return (
+    <QueryClientProvider client={queryClient}>
+      <BrowserRouter basename="/ui">
+        <a className="skip-link" href="#main">
+          Skip to content
+        </a>
+        <header className="app-header">
+          <span className="brand" aria-hidden="true">
+            TARSy
+          </span>
+          <nav aria-label="Main">
+            <NavLink to="/" end>
+              Sessions
+            </NavLink>
+            <NavLink to="/submit">Submit alert</NavLink>
+            <NavLink to="/system">System</NavLink>
+          </nav>
+        </header>
+        <ConnectionBanner />
+        <main id="main" tabIndex={-1}>
+          <Suspense fallback={<p aria-busy="true">Loading…</p>}>
+            <Routes>
+              <Route path="/" element={<SessionsPage />} />
+              <Route path="/sessions/:id" element={<SessionPage />} />
+              <Route path="/sessions/:id/trace" element={<TracePage />} />
+              <Route path="/submit" element={<SubmitPage />} />
+              <Route path="/system" element={<SystemPage />} />
+              <Route path="*" element={<NotFoundPage />} />
+            </Routes>
+          </Suspense>
+        </main>
+      </BrowserRouter>
+    </QueryClientProvider>
+  );
+}

@@ -1,0 +1,103 @@
+// REST client: JSON in, JSON out; every non-2xx answer becomes an ApiError
+// carrying the server's `{error, message}`.
+import type {
+  AlertRequest,
+  Health,
+  LlmInteractionDetail,
+  McpInteractionDetail,
+  SessionDetail,
+  SessionPage,
+  SessionTrace,
+  SystemConfiguration,
+  TimelineEvent,
+} from './types';
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+
+  constructor(status: number, code: string, message: string) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function request<T>(path: string, init?: RequestInit): Promise<T> {
+  const response = await fetch(path, {
+    ...init,
+    headers: { accept: 'application/json', ...(init?.body ? { 'content-type': 'application/json' } : {}) },
+  });
+  const text = await response.text();
+  let body: unknown = null;
+  if (text) {
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = null;
+    }
+  }
+  if (!response.ok) {
+    const err = body as { error?: string; message?: string } | null;
+    throw new ApiError(
+      response.status,
+      err?.error ?? 'http_error',
+      err?.message ?? `${response.status} ${response.statusText}`,
+    );
+  }
+  return body as T;
+}
+
+export interface SessionQuery {
+  status?: string[];
+  alert_type?: string;
+  chain_id?: string;
+  author?: string;
+  q?: string;
+  page?: number;
+  page_size?: number;
+  needs_attention?: boolean;
+  sort?: string;
+  order?: 'asc' | 'desc';
+}
+
+export function sessionQueryString(query: SessionQuery): string {
+  const params = new URLSearchParams();
+  if (query.status?.length) params.set('status', query.status.join(','));
+  for (const key of ['alert_type', 'chain_id', 'author', 'q', 'sort', 'order'] as const) {
+    const value = query[key];
+    if (value) params.set(key, value);
+  }
+  if (query.page && query.page > 1) params.set('page', String(query.page));
+  if (query.page_size) params.set('page_size', String(query.page_size));
+  if (query.needs_attention) params.set('needs_attention', 'true');
+  return params.toString();
+}
+
+const enc = encodeURIComponent;
+
+export const api = {
+  sessions: (query: SessionQuery) => request<SessionPage>(`/api/v1/sessions?${sessionQueryString(query)}`),
+  session: (id: string) => request<SessionDetail>(`/api/v1/sessions/${enc(id)}`),
+  timeline: (id: string) => request<TimelineEvent[]>(`/api/v1/sessions/${enc(id)}/timeline`),
+  trace: (id: string) => request<SessionTrace>(`/api/v1/sessions/${enc(id)}/trace`),
+  llmInteraction: (id: string, interaction: string) =>
+    request<LlmInteractionDetail>(`/api/v1/sessions/${enc(id)}/trace/llm/${enc(interaction)}`),
+  mcpInteraction: (id: string, interaction: string) =>
+    request<McpInteractionDetail>(`/api/v1/sessions/${enc(id)}/trace/mcp/${enc(interaction)}`),
+  cancel: (id: string) =>
+    request<{ cancelled: string; message: string }>(`/api/v1/sessions/${enc(id)}/cancel`, { method: 'POST' }),
+  chat: (id: string, content: string) =>
+    request<{ chat_id: string; message_id: string; stage_id: string }>(
+      `/api/v1/sessions/${enc(id)}/chat/messages`,
+      { method: 'POST', body: JSON.stringify({ content }) },
+    ),
+  submitAlert: (alert: AlertRequest) =>
+    request<{ session_id: string; chain_id: string; status: string }>('/api/v1/alerts', {
+      method: 'POST',
+      body: JSON.stringify(alert),
+    }),
+  health: () => fetch('/health').then((r) => r.json() as Promise<Health>),
+  configuration: () => request<SystemConfiguration>('/api/v1/system/configuration'),
+};
