@@ -112,26 +112,7 @@ impl KubeSessionControl {
 
     /// The namespace's configuration, built as the operator builds it.
     async fn config(&self) -> Result<Config, kube::Error> {
-        let lp = ListParams::default();
-        let (chains, agents, servers, providers) = (
-            self.api::<Chain>(),
-            self.api::<Agent>(),
-            self.api::<MCPServer>(),
-            self.api::<LLMProvider>(),
-        );
-        let (chains, agents, servers, providers) = futures::try_join!(
-            chains.list(&lp),
-            agents.list(&lp),
-            servers.list(&lp),
-            providers.list(&lp),
-        )?;
-        Ok(Config::from_resources(
-            self.defaults.clone(),
-            &chains.items,
-            &agents.items,
-            &servers.items,
-            &providers.items,
-        ))
+        namespace_config(&self.client, &self.namespace, &self.defaults).await
     }
 
     /// The Alert whose UID is `session_id`. Selectors cannot match UIDs, so
@@ -183,6 +164,35 @@ impl KubeSessionControl {
         );
         self.store.create_session(row).await.map(|c| c.created)
     }
+}
+
+/// The configuration of `namespace` (its Chains, Agents, MCPServers and
+/// LLMProviders over the built-ins), built as the operator builds it.
+pub async fn namespace_config(
+    client: &Client,
+    namespace: &str,
+    defaults: &Defaults,
+) -> Result<Config, kube::Error> {
+    let lp = ListParams::default();
+    let (chains, agents, servers, providers) = (
+        Api::<Chain>::namespaced(client.clone(), namespace),
+        Api::<Agent>::namespaced(client.clone(), namespace),
+        Api::<MCPServer>::namespaced(client.clone(), namespace),
+        Api::<LLMProvider>::namespaced(client.clone(), namespace),
+    );
+    let (chains, agents, servers, providers) = futures::try_join!(
+        chains.list(&lp),
+        agents.list(&lp),
+        servers.list(&lp),
+        providers.list(&lp),
+    )?;
+    Ok(Config::from_resources(
+        defaults.clone(),
+        &chains.items,
+        &agents.items,
+        &servers.items,
+        &providers.items,
+    ))
 }
 
 /// Whether a Kubernetes API failure may pass by itself (server trouble,

@@ -51,7 +51,7 @@ pub(crate) async fn perform(
                     stage_ref,
                     ExecutionStatus::Active,
                 )
-                    .await;
+                .await;
             }
         }
         StoreOp::CreateExecution(new) => {
@@ -71,13 +71,8 @@ pub(crate) async fn perform(
                     name: &stage.stage_name,
                     index: stage.stage_index,
                 };
-                lifecycle::publish_stage_status(
-                    publisher,
-                    &stage.session_id,
-                    stage_ref,
-                    *status,
-                )
-                .await;
+                lifecycle::publish_stage_status(publisher, &stage.session_id, stage_ref, *status)
+                    .await;
             }
             Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),

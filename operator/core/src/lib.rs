@@ -21,12 +21,12 @@ pub use recorder::{
     EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMcpInteraction, NewMessage,
     NewTimelineEvent, RecordError, RecordScope, TimelineEvent,
 };
-pub use stream::{StageEventStatus, StreamEvent};
 pub use status::{
     Backend, ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType,
     McpInteractionType, MessageRole, ParallelType, SessionStatus, StageKind, SuccessPolicy,
     TimelineEventStatus, TimelineEventType, UnknownValue,
 };
+pub use stream::{StageEventStatus, StreamEvent};
 
 /// Largest alert payload accepted, in bytes (1 MiB). Larger alerts are
 /// rejected (HTTP 413, or a CRD validation error), never truncated.

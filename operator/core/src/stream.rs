@@ -223,6 +223,9 @@ mod tests {
         let back: StreamEvent = serde_json::from_value(v).unwrap();
         assert_eq!(back, chunk);
         assert_eq!(back.session_id(), "s");
-        assert_eq!(StageEventStatus::from(ExecutionStatus::Active), StageEventStatus::Started);
+        assert_eq!(
+            StageEventStatus::from(ExecutionStatus::Active),
+            StageEventStatus::Started
+        );
     }
 }

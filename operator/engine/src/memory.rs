@@ -9,9 +9,8 @@ use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::Value;
 use tarsy_core::{
-    StreamEvent,
     EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMcpInteraction, NewMessage,
-    NewTimelineEvent, RecordError, TimelineEvent, TimelineEventStatus,
+    NewTimelineEvent, RecordError, StreamEvent, TimelineEvent, TimelineEventStatus,
 };
 
 /// A published event.

@@ -86,8 +86,7 @@ impl Recorder {
     }
 
     async fn publish(&self, event: StreamEvent) {
-        if let Err(e) = self.publisher.publish(&self.channel, &event).await
-        {
+        if let Err(e) = self.publisher.publish(&self.channel, &event).await {
             // Live delivery is best effort: the record is stored already.
             tracing::warn!(session_id = %self.scope.session_id, error = %e, "event publish failed");
         }

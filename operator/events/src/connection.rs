@@ -197,10 +197,12 @@ impl Connection {
                     return vec![error_message(e.to_string())];
                 }
                 if self.channels.contains_key(&channel) {
-                    let mut out = vec![ServerMessage::SubscriptionConfirmed {
-                        channel: channel.clone(),
-                    }
-                    .into()];
+                    let mut out = vec![
+                        ServerMessage::SubscriptionConfirmed {
+                            channel: channel.clone(),
+                        }
+                        .into(),
+                    ];
                     if let Some(after) = last_event_id {
                         out.extend(self.catch_up(&channel, after).await);
                     }

@@ -16,7 +16,7 @@ use tarsy_api::{
 };
 use tarsy_config::{Config, Defaults};
 use tarsy_crds::contract::{LABEL_SESSION, label_value};
-use tarsy_crds::{Agent, AgentExecution, Alert, Chain, LLMProvider, MCPServer, MCPServerSpec};
+use tarsy_crds::{AgentExecution, Alert, MCPServerSpec};
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/dashboard_assets.rs"));
@@ -168,27 +168,10 @@ impl ClusterView {
 #[async_trait]
 impl SystemConfigurationSource for ClusterView {
     async fn configuration(&self) -> Result<SystemConfiguration, String> {
-        let lp = ListParams::default();
-        let (chains, agents, servers, providers) = (
-            self.api::<Chain>(),
-            self.api::<Agent>(),
-            self.api::<MCPServer>(),
-            self.api::<LLMProvider>(),
-        );
-        let (chains, agents, servers, providers) = tokio::try_join!(
-            chains.list(&lp),
-            agents.list(&lp),
-            servers.list(&lp),
-            providers.list(&lp),
-        )
-        .map_err(|e| e.to_string())?;
-        let config = Config::from_resources(
-            self.defaults.clone(),
-            &chains.items,
-            &agents.items,
-            &servers.items,
-            &providers.items,
-        );
+        let config =
+            tarsy_cluster_control::namespace_config(&self.client, &self.namespace, &self.defaults)
+                .await
+                .map_err(|e| e.to_string())?;
         Ok(configuration_view(
             &config,
             "cluster",
@@ -212,9 +195,11 @@ impl ClusterObjectsSource for ClusterView {
         for ae in &executions.items {
             alert_name.get_or_insert_with(|| ae.spec.alert_name.clone());
             let status = ae.status.as_ref();
-            let Some(id) = status.and_then(|s| s.execution_id.clone()) else {
-                continue;
-            };
+            let id = tarsy_exec::ids::execution_id(
+                &ae.spec.session_id,
+                ae.spec.stage.index,
+                ae.spec.agent_index,
+            );
             by_id.insert(
                 id,
                 ExecutionObject {
@@ -262,6 +247,7 @@ impl ClusterObjectsSource for ClusterView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tarsy_crds::Chain;
 
     #[test]
     fn configuration_view_names_no_secret() {
@@ -371,7 +357,7 @@ mod tests {
                 &ae.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(serde_json::json!({"status": {
-                    "phase": "Active", "executionId": "exec-1", "podName": "pod-1"}})),
+                    "phase": "Active", "podName": "pod-1"}})),
             )
             .await
             .expect("status patched");
@@ -381,9 +367,12 @@ mod tests {
             objects.alert.as_ref().map(|a| a.name.as_str()),
             Some(alert_name.as_str())
         );
+        // Keyed by its Postgres id, known before its runner reports it.
+        let id =
+            tarsy_exec::ids::execution_id(&session_id, ae.spec.stage.index, ae.spec.agent_index);
         let execution = objects
             .executions
-            .get("exec-1")
+            .get(&id)
             .expect("the execution by its id");
         assert_eq!(execution.name, ae.name_any());
         assert_eq!(execution.phase.as_deref(), Some("Active"));

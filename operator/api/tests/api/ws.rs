@@ -141,7 +141,10 @@ async fn auto_catchup_then_live_without_duplicates(store: Store) {
     let live = publish_n(&app, "s1", 3, 4).await;
     let event = ws_next(&mut ws).await;
     assert_eq!(
-        (event["sequence_number"].clone(), event["db_event_id"].clone()),
+        (
+            event["sequence_number"].clone(),
+            event["db_event_id"].clone()
+        ),
         (json!(3), json!(live[0]))
     );
     // Other sessions' events do not leak in.
@@ -223,10 +226,7 @@ async fn transient_chunks_are_delivered_not_stored(store: Store) {
     ws_subscribe(&mut ws, "session:s1").await;
     for delta in ["The pod ", "was OOM", "Killed."] {
         app.publisher
-            .publish_transient(
-                "session:s1",
-                &chunk("s1", "te-1", delta),
-            )
+            .publish_transient("session:s1", &chunk("s1", "te-1", delta))
             .await;
     }
     let mut text = String::new();
@@ -341,7 +341,10 @@ async fn events_cross_replicas_through_notify() {
             for ws in [&mut on_a, &mut on_b] {
                 let event = ws_next(ws).await;
                 assert_eq!(
-                    (event["sequence_number"].clone(), event["db_event_id"].clone()),
+                    (
+                        event["sequence_number"].clone(),
+                        event["db_event_id"].clone()
+                    ),
                     (json!(n), json!(*id))
                 );
             }
@@ -409,10 +412,7 @@ async fn oversized_payloads_take_the_envelope_path() {
         assert_eq!(event["content"], Value::String(content.clone()));
 
         a.publisher
-            .publish_transient(
-                "session:big",
-                &chunk("big", "te-9", &content),
-            )
+            .publish_transient("session:big", &chunk("big", "te-9", &content))
             .await;
         let envelope = ws_next(&mut ws).await;
         // The routing fields arrive, the content does not.
