@@ -290,6 +290,7 @@ spec:
             "TARSY_MAX_CONCURRENT_SESSIONS".into(),
             (count + 200).to_string(),
         )],
+        llm_service_addr: None,
         log: dir.join("controller.log"),
     });
     let pids = (controller.pid(), emu.pid());

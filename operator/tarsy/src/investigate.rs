@@ -15,7 +15,7 @@ use tarsy_core::recorder::session_channel;
 use tarsy_core::{McpSelection, McpServerSelection, SessionStatus};
 use tarsy_events::ClientMessage;
 use tarsy_exec::DEFAULT_LLM_ADDR;
-use tarsy_session::{LocalApp, LocalOptions};
+use tarsy_local::{LocalApp, LocalOptions};
 use tarsy_store::{Session, Store};
 
 use crate::serve::load_config;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use tarsy_exec::DEFAULT_LLM_ADDR;
-use tarsy_session::{LocalApp, LocalOptions};
+use tarsy_local::{LocalApp, LocalOptions};
 
 /// Arguments of `tarsy serve`.
 #[derive(Debug, clap::Args)]

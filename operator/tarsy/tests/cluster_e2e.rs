@@ -246,6 +246,7 @@ spec:
             image: self.image.clone(),
             namespace: self.ns.clone(),
             env: vec![("TARSY_MAX_CONCURRENT_SESSIONS".into(), "20".into())],
+            llm_service_addr: None,
             log: self.dir.join("controller.log"),
         }));
     }

@@ -80,6 +80,9 @@ pub struct ControllerConfig {
     pub namespace: String,
     /// Extra environment (defaults such as `TARSY_MAX_CONCURRENT_SESSIONS`).
     pub env: Vec<(String, String)>,
+    /// The LLM service the operator and its runners call (`None`: nothing
+    /// listens there; every provider of such a test is scripted).
+    pub llm_service_addr: Option<String>,
     /// Where its log goes.
     pub log: PathBuf,
 }
@@ -109,8 +112,12 @@ impl Controller {
             .args(["--namespace", &cfg.namespace])
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
             .args(["--database-secret", "tarsy-database/url"])
-            // Nothing listens there: every provider of these tests is scripted.
-            .args(["--llm-service-addr", "http://127.0.0.1:9"])
+            .args([
+                "--llm-service-addr",
+                cfg.llm_service_addr
+                    .as_deref()
+                    .unwrap_or("http://127.0.0.1:9"),
+            ])
             .args(["--pod-start-timeout-seconds", "60"])
             .envs(cfg.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("KUBECONFIG", &cfg.kubeconfig)

@@ -196,7 +196,7 @@ async fn shutdown_then_restart(db_url: String) {
     let peers = Peers::start(script).await;
     let mut first = options(config(&peers, TWO_STAGES), &peers, &db_url);
     first.max_concurrent_sessions = Some(1);
-    let app = tarsy_session::LocalApp::start(first).await.unwrap();
+    let app = tarsy_local::LocalApp::start(first).await.unwrap();
     let running = submit(&app, "Two").await;
     wait_active_execution(app.store(), &running).await;
     let waiting = submit(&app, "Two").await;

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ObjectMeta;
-use tarsy_controller::pod::{PodError, PodInputs, PodSettings, build_pod};
 use tarsy_crds::{
     AgentExecution, AgentExecutionSpec, Backend, ContainerSpec, EnvVarSource, EnvVarSpec,
     ExecutionKind, IterationStrategy, MCPServerSpec, ResolvedConfigSpec, SecretKeyRef, StageRef,
     StdioSpec, TlsSpec,
 };
+use tarsy_operator::pod::{PodError, PodInputs, PodSettings, build_pod};
 
 fn execution() -> AgentExecution {
     let mut ae = AgentExecution::new(
@@ -303,7 +303,7 @@ fn bridge_ports_skip_container_ports() {
         ("a-stdio".to_string(), stdio_server()),
         ("b-container".to_string(), c),
     ]);
-    let ports = tarsy_controller::pod::assign_ports(&servers, 9100).unwrap();
+    let ports = tarsy_operator::pod::assign_ports(&servers, 9100).unwrap();
     assert_eq!(ports["b-container"], 9100);
     assert_eq!(ports["a-stdio"], 9101);
 }

@@ -418,7 +418,7 @@ async fn concurrency_limit(db_url: String) {
     let peers = Peers::start(script).await;
     let mut options = options(config(&peers, SIMPLE_CHAIN), &peers, &db_url);
     options.max_concurrent_sessions = Some(1);
-    let app = tarsy_session::LocalApp::start(options).await.unwrap();
+    let app = tarsy_local::LocalApp::start(options).await.unwrap();
     let mut ids = Vec::new();
     for _ in 0..3 {
         ids.push(submit(&app, "Simple").await);

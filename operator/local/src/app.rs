@@ -25,8 +25,8 @@ use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::admission;
 use crate::control::LocalControl;
-use crate::driver;
 use crate::error::{Result, SessionError};
 use crate::runtime::{DriverSettings, Runtime};
 
@@ -254,13 +254,13 @@ impl LocalApp {
         let control = LocalControl { rt: rt.clone() };
 
         if options.recover {
-            let recovered = driver::recover(&rt).await?;
+            let recovered = admission::recover(&rt).await?;
             if recovered > 0 {
                 tracing::info!(sessions = recovered, "took back sessions left in progress");
             }
         }
         let background = TaskTracker::new();
-        background.spawn(driver::admission_loop(rt.clone()));
+        background.spawn(admission::admission_loop(rt.clone()));
 
         let api_stop = CancellationToken::new();
         let mut health = None;

@@ -14,9 +14,9 @@
 //! |---|---|
 //! | [`app`] | [`LocalApp`], [`LocalOptions`] |
 //! | [`control`] | [`LocalControl`]: submit (masked, fail-open), cancel, chat — the API's [`tarsy_api::SessionControl`] |
-//! | `runner` | one session's loop: decide, apply, wait |
+//! | `session_loop` | one session's loop: decide, apply, wait |
 //! | `view` | the machine's view read back from the store (restart recovery) |
-//! | `driver` | admission and take-over at start |
+//! | `admission` | admission and take-over at start |
 //! | `chat` | follow-up chat answers |
 //!
 //! ```no_run
@@ -24,8 +24,8 @@
 //! use std::time::Duration;
 //! use tarsy_api::NewAlert;
 //! let config = tarsy_config::load_dir("examples/config".as_ref())?;
-//! let app = tarsy_session::LocalApp::start(
-//!     tarsy_session::LocalOptions::new(config, "examples/config"),
+//! let app = tarsy_local::LocalApp::start(
+//!     tarsy_local::LocalOptions::new(config, "examples/config"),
 //! ).await?;
 //! let accepted = app.control().submit_alert(NewAlert {
 //!     alert_type: "PodCrashLooping".into(),
@@ -43,13 +43,13 @@
 
 #![warn(missing_docs)]
 
+mod admission;
 pub mod app;
 mod chat;
 pub mod control;
-mod driver;
 pub mod error;
-mod runner;
 mod runtime;
+mod session_loop;
 mod view;
 
 pub use app::{LocalApp, LocalOptions, default_pod_id};

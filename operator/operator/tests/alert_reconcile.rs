@@ -9,15 +9,15 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use tarsy_chain::StopReason;
 use tarsy_config::{Config, Defaults};
-use tarsy_controller::alert::{
-    AlertInputs, AlertOutcome, STOP_ANNOTATION, StoreOp, SummaryProgress, SummaryRequest,
-    reconcile_alert,
-};
-use tarsy_controller::conditions;
 use tarsy_core::SessionStatus;
 use tarsy_crds::{
     AgentExecution, AgentExecutionStatus, Alert, AlertPhase, AlertSpec, Chain, ExecutionPhase,
 };
+use tarsy_operator::alert::{
+    AlertInputs, AlertOutcome, STOP_ANNOTATION, StoreOp, SummaryProgress, SummaryRequest,
+    reconcile_alert,
+};
+use tarsy_operator::conditions;
 
 const UID: &str = "11111111-2222-4333-8444-555555555555";
 

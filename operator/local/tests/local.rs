@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tarsy_core::{SessionStatus, TimelineEventType};
+use tarsy_local::{LocalApp, LocalOptions};
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedResponse};
-use tarsy_session::{LocalApp, LocalOptions};
 
 use common::*;
 

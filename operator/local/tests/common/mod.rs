@@ -11,9 +11,9 @@ use std::time::Duration;
 use tarsy_api::NewAlert;
 use tarsy_config::{Config, DefaultsSpec, build_config, parse_config};
 use tarsy_core::{ExecutionStatus, SessionStatus};
+use tarsy_local::{DriverSettings, LocalApp, LocalOptions};
 use tarsy_mcp::McpTimeouts;
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedLlmServer};
-use tarsy_session::{DriverSettings, LocalApp, LocalOptions};
 use tarsy_store::testing::{TempSqlite, TestDatabase};
 use tarsy_store::{AgentExecution, Session, Stage, Store};
 
@@ -24,7 +24,7 @@ where
     Fut: Future<Output = ()>,
 {
     // A panicking test drops `db` while unwinding, which removes the file.
-    let db = TempSqlite::new("tarsy_session_test");
+    let db = TempSqlite::new("tarsy_local_test");
     test(db.url()).await;
 }
 
@@ -35,7 +35,7 @@ where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let db = TestDatabase::create("tarsy_session_test")
+    let db = TestDatabase::create("tarsy_local_test")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     // A panicking test drops `db` while unwinding, which drops the database.

@@ -11,12 +11,12 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
-use tarsy_controller::alert::STOP_ANNOTATION;
-use tarsy_controller::execution::{ExecutionInputs, PodAction, reconcile_execution};
 use tarsy_crds::{
     AgentExecution, AgentExecutionSpec, AgentExecutionStatus, Backend, ExecutionKind,
     ExecutionPhase, IterationStrategy, ResolvedConfigSpec, StageRef,
 };
+use tarsy_operator::alert::STOP_ANNOTATION;
+use tarsy_operator::execution::{ExecutionInputs, PodAction, reconcile_execution};
 
 fn now() -> Timestamp {
     Timestamp::from_second(1_800_000_000).unwrap()
@@ -63,7 +63,7 @@ fn execution() -> AgentExecution {
     ae
 }
 
-fn run(ae: &AgentExecution, pod: Option<&Pod>) -> tarsy_controller::execution::ExecutionOutcome {
+fn run(ae: &AgentExecution, pod: Option<&Pod>) -> tarsy_operator::execution::ExecutionOutcome {
     reconcile_execution(&ExecutionInputs {
         execution: ae,
         pod,
@@ -97,7 +97,7 @@ fn pod(phase: &str, runner: Option<ContainerState>) -> Pod {
 /// The execution after the operator applied `out.status` (as SSA would merge it).
 fn applied(
     mut ae: AgentExecution,
-    out: &tarsy_controller::execution::ExecutionOutcome,
+    out: &tarsy_operator::execution::ExecutionOutcome,
 ) -> AgentExecution {
     ae.status = out.status.clone();
     ae
@@ -217,7 +217,7 @@ fn running_pod_sets_pod_ready() {
     let ae = execution();
     let status = run(&ae, Some(&pod("Running", None))).status.unwrap();
     assert_eq!(
-        tarsy_controller::conditions::status_of(&status.conditions, "PodReady"),
+        tarsy_operator::conditions::status_of(&status.conditions, "PodReady"),
         Some("True")
     );
 }

@@ -11,8 +11,8 @@ use tarsy_store::SessionFilter;
 use tokio::sync::Notify;
 
 use crate::error::Result;
-use crate::runner;
 use crate::runtime::{RunningSession, Runtime, lock};
+use crate::session_loop;
 
 /// Starts driving `session_id` unless this process drives it already.
 fn spawn_runner(rt: &Arc<Runtime>, session_id: String) {
@@ -26,7 +26,7 @@ fn spawn_runner(rt: &Arc<Runtime>, session_id: String) {
     }
     let rt2 = rt.clone();
     rt.tasks
-        .spawn(async move { runner::drive(rt2, session_id, wake).await });
+        .spawn(async move { session_loop::drive(rt2, session_id, wake).await });
 }
 
 /// Sessions in progress (or cancelling) that this process must take back:

@@ -1,0 +1,629 @@
+//! One investigation flow: the same scenario through local mode (the
+//! in-process app) and through cluster mode (the real `tarsy controller`,
+//! real `tarsy runner` pods on the Kubernetes API emulator, or a real
+//! cluster with `KUBECONFIG`), compared record by record in Postgres.
+//!
+//! The scenario covers what the reference's own pipeline scenario does:
+//! parallel agents (native thinking with a summarized tool result; ReAct
+//! forced to conclude at its iteration limit) with a `synthesis`, replicas
+//! (written `agents: [{name: X}]` + `replicas: N`) with a
+//! `synthesis-native-thinking`, a final agent with Google Search grounding,
+//! the executive summary and two chat turns (the second calls a tool). The
+//! alert names a runbook served by a local HTTP server.
+//!
+//! Both modes must produce the same stage list with kinds, the same per-agent
+//! timeline event types in the same order, the same LLM and MCP interaction
+//! counts, the same chat prompts, and the runbook in the investigators'
+//! prompts. Ids and times aside, nothing may differ.
+//!
+//! Each mode gets its own scripted LLM service (one server per mode, so the
+//! answers are handed out the same way whichever process asks) and shares
+//! one test MCP server. On a real cluster (`KUBECONFIG`, see
+//! `cluster_e2e.rs` for the variables) pods must reach this machine: set
+//! `TARSY_E2E_HOST` to its address as pods see it.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{Controller, ControllerConfig, apply_yaml, poll};
+use kube::api::Api;
+use serde_json::{Value, json};
+use tarsy_core::control::{ChatSubmission, NewAlert, SessionControl};
+use tarsy_crds::{Alert, AlertPhase};
+use tarsy_scripted_llm::{ScriptedChunk, ScriptedLlm, ScriptedLlmServer, ScriptedResponse};
+use tarsy_store::Store;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const RUNBOOK: &str =
+    "# OOM runbook\nCompare the container's memory limit with its working set first.";
+const ALERT_DATA: &str = "pod: web-1\nnamespace: shop\nreason: OOMKilled";
+const QUESTIONS: [&str; 2] = ["Why did it crash?", "What limit should I set?"];
+
+/// Agents, the chain and its MCP server and provider, as both modes read
+/// them (`{MCP_URL}` is the test MCP server).
+const MANIFESTS: &str = r#"
+apiVersion: tarsy.dev/v1alpha1
+kind: LLMProvider
+metadata: {name: conformance-llm}
+spec: {type: google, model: conformance-model, apiKeyEnv: TEST_KEY}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: MCPServer
+metadata: {name: testmcp}
+spec:
+  url: "{MCP_URL}"
+  instructions: Test tools for the conformance scenario.
+  summarization: {sizeThresholdTokens: 300, summaryMaxTokenLimit: 200}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: alpha}
+spec: {mcpServers: [testmcp], customInstructions: "You are Alpha. Read the logs."}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: bravo}
+spec: {mcpServers: [testmcp], customInstructions: "You are Bravo. Read the events."}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: charlie}
+spec: {mcpServers: [testmcp], customInstructions: "You are Charlie."}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: delta}
+spec: {mcpServers: [testmcp], customInstructions: "You are Delta. Conclude."}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: synth-one}
+spec: {customInstructions: "You are SynthOne."}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: synth-two}
+spec: {customInstructions: "You are SynthTwo."}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: conformance}
+spec:
+  alertTypes: [Conformance]
+  llmProvider: conformance-llm
+  iterationStrategy: native-thinking
+  mcpServers: [testmcp]
+  stages:
+  - name: parallel
+    agents: [{name: alpha}, {name: bravo, iterationStrategy: react, maxIterations: 1}]
+    synthesis: {agent: synth-one, iterationStrategy: synthesis}
+  - name: replicas
+    agents: [{name: charlie}]
+    replicas: 2
+    synthesis: {agent: synth-two, iterationStrategy: synthesis-native-thinking}
+  - name: final
+    agent: delta
+"#;
+
+/// Routing keys: each agent's instructions name it; the summarization and
+/// executive-summary prompts open with these words.
+const SUMMARIZER: &str = "You condense the output of a tool";
+const EXEC_SUMMARY: &str = "You write executive summaries";
+
+fn script() -> ScriptedLlm {
+    let s = ScriptedLlm::new();
+    s.push_route(
+        "You are Alpha",
+        ScriptedResponse::default()
+            .then_thinking("The pod logs are big; fetch them.")
+            .then_tool_call("a1", "testmcp__large_output", r#"{"bytes":6000}"#)
+            .then_usage(120, 30),
+    )
+    .push_route(
+        SUMMARIZER,
+        ScriptedResponse::text("SUMMARY: 6000 bytes of filler, no errors.").then_usage(400, 12),
+    )
+    .push_route(
+        "You are Alpha",
+        ScriptedResponse::text("Alpha: logs are clean; OOM kills come from the limit."),
+    )
+    .push_route(
+        "You are Bravo",
+        ScriptedResponse::text(
+            "Thought: The events will show the kills.\nAction: testmcp.echo\nAction Input: {\"text\": \"OOMKilled x5\"}",
+        ),
+    )
+    // Iteration limit reached: the forced conclusion.
+    .push_route(
+        "You are Bravo",
+        ScriptedResponse::text(
+            "Thought: Enough evidence.\nFinal Answer: Bravo: five OOM kills, limit 256Mi.",
+        ),
+    )
+    .push_route(
+        "You are SynthOne",
+        ScriptedResponse::text("SYNTH-1: OOM kills caused by a 256Mi limit."),
+    )
+    .push_route(
+        "You are Charlie",
+        ScriptedResponse::text("Charlie: raise the limit."),
+    )
+    .push_route(
+        "You are Charlie",
+        ScriptedResponse::text("Charlie: raise the limit."),
+    )
+    .push_route(
+        "You are SynthTwo",
+        ScriptedResponse::default()
+            .then_thinking("Both replicas agree.")
+            .then_text("SYNTH-2: raise the limit to 512Mi."),
+    )
+    .push_route(
+        "You are Delta",
+        ScriptedResponse::default()
+            .then_thinking("Combine both syntheses.")
+            .then(ScriptedChunk::GoogleSearch {
+                queries: vec!["kubernetes OOMKilled memory limit".into()],
+                sources: vec![(
+                    "https://kubernetes.io/docs/tasks/configure-pod-container/assign-memory-resource/"
+                        .into(),
+                    "Assign Memory Resources".into(),
+                )],
+            })
+            .then_text("FINAL: raise the memory limit to 512Mi."),
+    )
+    .push_route(
+        EXEC_SUMMARY,
+        ScriptedResponse::text("EXEC: OOM kills; raise the limit."),
+    )
+    .push_route(
+        "ChatAgent",
+        ScriptedResponse::text("CHAT-1: the limit is 256Mi."),
+    )
+    .push_route(
+        "ChatAgent",
+        ScriptedResponse::default().then_tool_call(
+            "c1",
+            "testmcp__echo",
+            r#"{"text":"limit 256Mi"}"#,
+        ),
+    )
+    .push_route(
+        "ChatAgent",
+        ScriptedResponse::text("CHAT-2: set it to 512Mi."),
+    );
+    s
+}
+
+/// Serves the runbook over HTTP on `addr` until the test ends.
+async fn serve_runbook(addr: SocketAddr) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let bound = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/markdown\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{RUNBOOK}",
+                    RUNBOOK.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    bound
+}
+
+/// What both modes share: the MCP server, the runbook, the host pods reach.
+struct World {
+    host: String,
+    bind: std::net::IpAddr,
+    mcp: tarsy_test_mcp_server::HttpServer,
+    runbook_url: String,
+}
+
+impl World {
+    async fn start() -> Self {
+        let cluster = std::env::var("KUBECONFIG").is_ok_and(|v| !v.is_empty());
+        let host = std::env::var("TARSY_E2E_HOST")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "127.0.0.1".into());
+        // On a real cluster pods connect from elsewhere.
+        let bind: std::net::IpAddr = if cluster && host != "127.0.0.1" {
+            [0, 0, 0, 0].into()
+        } else {
+            [127, 0, 0, 1].into()
+        };
+        let mcp = tarsy_test_mcp_server::spawn_http((bind, 0).into())
+            .await
+            .unwrap();
+        let runbook = serve_runbook((bind, 0).into()).await;
+        Self {
+            runbook_url: format!("http://{host}:{}/oom.md", runbook.port()),
+            mcp,
+            host,
+            bind,
+        }
+    }
+
+    fn mcp_url(&self) -> String {
+        self.mcp.url().replace("127.0.0.1", &self.host)
+    }
+
+    fn manifests(&self) -> String {
+        MANIFESTS.replace("{MCP_URL}", &self.mcp_url())
+    }
+
+    async fn llm(&self) -> ScriptedLlmServer {
+        ScriptedLlmServer::start_on((self.bind, 0).into(), script())
+            .await
+            .unwrap()
+    }
+
+    fn llm_addr(&self, llm: &ScriptedLlmServer) -> String {
+        format!("http://{}:{}", self.host, llm.addr().port())
+    }
+
+    fn alert(&self) -> NewAlert {
+        NewAlert {
+            alert_type: "Conformance".into(),
+            data: ALERT_DATA.into(),
+            chain: None,
+            runbook_url: Some(self.runbook_url.clone()),
+            mcp_selection: None,
+            author: "conformance".into(),
+        }
+    }
+}
+
+/// Waits for chat stage `stage_id` to end.
+async fn chat_ended(store: &Store, stage_id: &str, secs: u64) {
+    poll(secs, async || {
+        let stage = store.get_stage(stage_id).await.ok()?;
+        stage.status.is_terminal().then_some(())
+    })
+    .await
+    .unwrap_or_else(|()| panic!("chat stage {stage_id} did not end within {secs}s"));
+}
+
+/// Asks both questions, one after the other.
+async fn chat(control: &dyn SessionControl, store: &Store, session_id: &str, secs: u64) {
+    for question in QUESTIONS {
+        let accepted = control
+            .submit_chat_message(ChatSubmission {
+                session_id: session_id.into(),
+                content: question.into(),
+                author: "conformance".into(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("chat {question:?}: {e}"));
+        chat_ended(store, &accepted.stage_id, secs).await;
+    }
+}
+
+/// The session as the comparison sees it: no ids, no times.
+struct Shape {
+    document: Value,
+    /// Every prompt (system + user), by the agent's display name.
+    prompts: BTreeMap<String, Vec<String>>,
+}
+
+async fn shape(store: &Store, session_id: &str) -> Shape {
+    let session = store.get_session(session_id).await.unwrap();
+    let trace = store.session_trace(session_id).await.unwrap();
+    let timeline = store.session_timeline(session_id).await.unwrap();
+    let mut prompts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut stages = Vec::new();
+    for stage in store.list_stages(session_id).await.unwrap() {
+        let mut executions = Vec::new();
+        for e in store.list_agent_executions(&stage.id).await.unwrap() {
+            let mut events: Vec<_> = timeline
+                .iter()
+                .filter(|t| t.scope.execution_id.as_deref() == Some(e.id.as_str()))
+                .collect();
+            events.sort_by_key(|t| t.sequence_number);
+            let traced = trace
+                .stages
+                .iter()
+                .flat_map(|s| &s.executions)
+                .find(|t| t.execution_id == e.id);
+            let mut llm = Vec::new();
+            let mut mcp = Vec::new();
+            if let Some(t) = traced {
+                for i in &t.llm_interactions {
+                    llm.push(i.interaction_type.as_str().to_string());
+                    // What the call was sent: the conversation up to its
+                    // last message (the summarization calls carry theirs).
+                    let full = store.get_llm_interaction(&i.id).await.unwrap();
+                    let text: Vec<String> = match &full.last_message_id {
+                        Some(last) => store
+                            .list_messages_up_to(last)
+                            .await
+                            .unwrap()
+                            .into_iter()
+                            .map(|m| m.content)
+                            .collect(),
+                        None => full.llm_request["messages"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|m| m["content"].as_str().map(str::to_string))
+                            .collect(),
+                    };
+                    assert!(
+                        !text.is_empty(),
+                        "{}: a call without a prompt",
+                        e.agent_name
+                    );
+                    prompts
+                        .entry(format!("{} #{}", e.agent_name, stage.stage_index))
+                        .or_default()
+                        .push(text.join("\n---\n"));
+                }
+                for i in &t.mcp_interactions {
+                    mcp.push(format!(
+                        "{} {}.{}",
+                        i.interaction_type.as_str(),
+                        i.server_name,
+                        i.tool_name
+                    ));
+                }
+            }
+            executions.push(json!({
+                "agent": e.agent_name,
+                "index": e.agent_index,
+                "kind": e.kind.as_str(),
+                "strategy": e.iteration_strategy.as_str(),
+                "status": e.status.as_str(),
+                "events": events
+                    .iter()
+                    .map(|t| format!("{} ({})", t.event_type.as_str(), t.status.as_str()))
+                    .collect::<Vec<_>>(),
+                "forced_conclusion": events.iter().any(|t| t.metadata["forced_conclusion"] == true),
+                "llm_interactions": llm,
+                "mcp_interactions": mcp,
+            }));
+        }
+        stages.push(json!({
+            "index": stage.stage_index,
+            "name": stage.stage_name,
+            "kind": stage.kind.as_str(),
+            "status": stage.status.as_str(),
+            "executions": executions,
+        }));
+    }
+    let session_events: Vec<String> = timeline
+        .iter()
+        .filter(|t| t.scope.execution_id.is_none())
+        .map(|t| t.event_type.as_str().to_string())
+        .collect();
+    Shape {
+        document: json!({
+            "status": session.status.as_str(),
+            "final_analysis": session.final_analysis,
+            "executive_summary": session.executive_summary,
+            "stages": stages,
+            "session_events": session_events,
+            "session_llm_interactions": trace
+                .session_interactions
+                .iter()
+                .map(|i| i.interaction_type.as_str())
+                .collect::<Vec<_>>(),
+        }),
+        prompts,
+    }
+}
+
+/// Local mode: the in-process app on its own database.
+async fn local_run(world: &World) -> Shape {
+    let db = common::test_database("tarsy_conformance_local").await;
+    let llm = world.llm().await;
+    let objects = tarsy_config::parse_config("conformance.yaml", &world.manifests(), &|_| None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let defaults = tarsy_config::DefaultsSpec {
+        runbook_domains: Some(vec![world.host.clone()]),
+        ..Default::default()
+    };
+    let config = tarsy_config::build_config(objects, &defaults).unwrap_or_else(|e| panic!("{e}"));
+    let mut options = tarsy_local::LocalOptions::new(config, std::env::temp_dir());
+    options.database_url = db.url().to_string();
+    options.llm_addr = world.llm_addr(&llm);
+    options.pod_id = "conformance".into();
+    let app = tarsy_local::LocalApp::start(options).await.unwrap();
+    let control = app.control();
+    let accepted = control.submit_alert(world.alert()).await.unwrap();
+    let session = app
+        .wait_for_terminal(&accepted.session_id, Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert_eq!(session.status.as_str(), "completed", "{session:?}");
+    chat(control.as_ref(), app.store(), &session.id, 120).await;
+    let shape = shape(app.store(), &session.id).await;
+    assert_eq!(
+        llm.script().remaining(),
+        0,
+        "local mode used every scripted answer"
+    );
+    app.shutdown().await;
+    let _ = db.drop_database().await;
+    shape
+}
+
+/// Cluster mode: the real operator and runner pods, the cluster API's
+/// session control for alerts and chat.
+async fn cluster_run(world: &World) -> Shape {
+    let dir = common::scratch_dir("conformance");
+    let real_cluster = std::env::var("KUBECONFIG").is_ok_and(|v| !v.is_empty());
+    let emulator = (!real_cluster).then(|| common::start_emulator(&dir, true));
+    let kubeconfig = match &emulator {
+        Some(emu) => emu.kubeconfig().to_path_buf(),
+        None => std::env::var("KUBECONFIG").unwrap().into(),
+    };
+    let env = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    let ns = env("TARSY_E2E_NAMESPACE").unwrap_or_else(|| "conformance".into());
+    let image = env("TARSY_E2E_IMAGE").unwrap_or_else(|| "tarsy:e2e".into());
+    let db = common::test_database("tarsy_conformance_cluster").await;
+    let pods_db_url = env("TARSY_E2E_DATABASE_URL").unwrap_or_else(|| db.url().to_string());
+    let client = common::client(&kubeconfig).await;
+    let store = Store::connect(db.url()).await.unwrap();
+    let llm = world.llm().await;
+    apply_yaml(
+        &client,
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
+             apiVersion: v1\nkind: Secret\nmetadata: {{name: tarsy-database}}\n\
+             stringData: {{url: \"{pods_db_url}\"}}\n"
+        ),
+    )
+    .await;
+    apply_yaml(&client, &ns, &world.manifests()).await;
+    let controller = Controller::start(&ControllerConfig {
+        kubeconfig: kubeconfig.clone(),
+        database_url: db.url().to_string(),
+        image,
+        namespace: ns.clone(),
+        env: vec![("TARSY_RUNBOOK_DOMAINS".into(), world.host.clone())],
+        llm_service_addr: Some(world.llm_addr(&llm)),
+        log: dir.join("controller.log"),
+    });
+
+    let control = tarsy_cluster_control::KubeSessionControl::new(
+        client.clone(),
+        store.clone(),
+        ns.clone(),
+        tarsy_config::Defaults::default(),
+    );
+    let accepted = control.submit_alert(world.alert()).await.unwrap();
+    let alerts: Api<Alert> = Api::namespaced(client.clone(), &ns);
+    let session_id = accepted.session_id.clone();
+    let phase = poll(180, async || {
+        let alert = alerts
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|a| a.metadata.uid.as_deref() == Some(session_id.as_str()))?;
+        let phase = alert.status.as_ref()?.phase?;
+        phase.is_terminal().then_some(phase)
+    })
+    .await
+    .unwrap_or_else(|()| {
+        panic!(
+            "the Alert did not end within 180s; operator log:\n{}",
+            common::tail(&controller.log, 40)
+        )
+    });
+    assert_eq!(
+        phase,
+        AlertPhase::Completed,
+        "operator log:\n{}",
+        common::tail(&controller.log, 40)
+    );
+    // The operator records the end in Postgres right after the status.
+    poll(30, async || {
+        store
+            .get_session(&session_id)
+            .await
+            .ok()
+            .filter(|s| s.status.is_terminal())
+    })
+    .await
+    .unwrap_or_else(|()| panic!("the session row did not end"));
+    chat(&control, &store, &session_id, 180).await;
+    let shape = shape(&store, &session_id).await;
+    assert_eq!(
+        llm.script().remaining(),
+        0,
+        "cluster mode used every scripted answer"
+    );
+    drop(controller);
+    drop(emulator);
+    store.close().await;
+    let _ = db.drop_database().await;
+    shape
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn local_and_cluster_mode_run_the_same_investigation() {
+    let world = World::start().await;
+    let local = local_run(&world).await;
+    let cluster = cluster_run(&world).await;
+
+    // The scenario is what it says it is.
+    let doc = &local.document;
+    assert_eq!(doc["status"], "completed");
+    let kinds: Vec<(&str, &str)> = doc["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("parallel", "investigation"),
+            ("parallel - Synthesis", "synthesis"),
+            ("replicas", "investigation"),
+            ("replicas - Synthesis", "synthesis"),
+            ("final", "investigation"),
+            ("Chat Response", "chat"),
+            ("Chat Response", "chat"),
+        ],
+        "{doc:#}"
+    );
+    let bravo = &doc["stages"][0]["executions"][1];
+    assert_eq!(bravo["strategy"], "react");
+    assert_eq!(bravo["forced_conclusion"], true, "{bravo:#}");
+    assert_eq!(doc["session_events"], json!(["executive_summary"]));
+
+    // Both modes: the same records, ids and times aside.
+    assert_eq!(
+        local.document, cluster.document,
+        "local:\n{:#}\ncluster:\n{:#}",
+        local.document, cluster.document
+    );
+    // The same prompts, chat turns included.
+    assert_eq!(local.prompts.len(), cluster.prompts.len());
+    for (agent, prompts) in &local.prompts {
+        assert_eq!(
+            Some(prompts),
+            cluster.prompts.get(agent),
+            "prompts of {agent} differ between the modes"
+        );
+    }
+    // The runbook reached every investigator in both modes; a chat answer
+    // works from the history instead.
+    for shape in [&local, &cluster] {
+        for (agent, prompts) in &shape.prompts {
+            let has_runbook = prompts[0].contains("Compare the container's memory limit");
+            let investigator = ["alpha", "bravo", "charlie", "delta"]
+                .iter()
+                .any(|a| agent.starts_with(a));
+            if investigator {
+                assert!(
+                    has_runbook,
+                    "{agent}'s prompt has no runbook:\n{}",
+                    prompts[0]
+                );
+            }
+        }
+    }
+    let chat_prompts: Vec<&String> = local
+        .prompts
+        .iter()
+        .filter(|(agent, _)| agent.starts_with("ChatAgent"))
+        .map(|(_, p)| &p[0])
+        .collect();
+    assert_eq!(chat_prompts.len(), 2);
+    // The second turn's history holds the first exchange; its question is
+    // asked once.
+    assert!(chat_prompts[1].contains("**Q1:** Why did it crash?"));
+    assert_eq!(chat_prompts[1].matches(QUESTIONS[1]).count(), 1);
+}
