@@ -16,12 +16,14 @@
 //! | module | what |
 //! |---|---|
 //! | [`summary`] | pure: status from timeline events, clipping, phase mapping, input formats |
-//! | `status` | status writes and the progress reporter |
+//! | `prepare` | the configuration rebuilt in the pod (resources, defaults, Secret values) |
+//! | `status` | status writes, the progress reporter, recording the end |
 //! | [`error`] | [`RunnerError`] |
 
 #![warn(missing_docs)]
 
 pub mod error;
+mod prepare;
 mod status;
 pub mod summary;
 
@@ -33,31 +35,21 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use tarsy_config::convert::{EnvSecretResolver, Placement, SecretResolver};
-use tarsy_config::{Config, Defaults, DefaultsSpec};
-use tarsy_core::config::HttpTransport;
-use tarsy_core::{
-    EventPublisher, ExecutionKind, ExecutionStatus, McpServerConfig, McpTransport,
-    ResolvedAgentConfig, SecretValue, TokenUsage,
-};
-use tarsy_crds::contract::secret_env_name;
-use tarsy_crds::{
-    AgentExecution, AgentExecutionStatus, ExecutionPhase, LLMProvider, MCPServer, SecretKeyRef,
-};
+use tarsy_core::{EventPublisher, ExecutionKind, ExecutionStatus, TokenUsage};
+use tarsy_crds::{AgentExecution, ExecutionPhase, LLMProvider, MCPServer};
 use tarsy_engine::ExecutionResult;
 use tarsy_engine::fallback::CircuitBreakers;
 use tarsy_exec::chat::Answer;
 use tarsy_exec::runbook::runbook_source;
 use tarsy_exec::{AgentInput, Assignment, Launcher, LlmRouter, context, ids};
-use tarsy_masking::MaskingService;
 use tarsy_mcp::McpClientFactory;
-use tarsy_store::{ConnectOptions, Store};
+use tarsy_store::Store;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 pub use error::RunnerError;
-use status::{NotifyingPublisher, Progress, Reporter, StatusWriter, now};
-use summary::Outcome;
+use prepare::{connect_store, prepare};
+use status::{Ending, NotifyingPublisher, Progress, Reporter, StatusWriter, now};
 
 /// Field manager of every status write of the runner.
 pub const FIELD_MANAGER: &str = "tarsy-runner";
@@ -119,60 +111,6 @@ pub struct RunReport {
     pub first_llm_request: Option<Duration>,
     /// Time spent opening MCP sessions.
     pub mcp_init: Duration,
-}
-
-/// Reads the Secret values the pod builder passed in the environment
-/// ([`secret_env_name`]); local names as a fallback.
-struct PodSecrets;
-
-impl SecretResolver for PodSecrets {
-    fn secret(&self, r: &SecretKeyRef) -> Result<SecretValue, tarsy_config::SecretError> {
-        match std::env::var(secret_env_name(r)) {
-            Ok(v) => Ok(SecretValue::new(v)),
-            Err(_) => EnvSecretResolver.secret(r),
-        }
-    }
-}
-
-/// Connects to Postgres, retrying with backoff for at most `budget`
-/// (a database restarting while pods start is normal). Stops early when
-/// `cancel` fires.
-pub async fn connect_store(
-    url: &str,
-    budget: Duration,
-    cancel: &CancellationToken,
-) -> Result<Store, RunnerError> {
-    let started = Instant::now();
-    let mut delay = Duration::from_millis(250);
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let options = ConnectOptions {
-            run_migrations: false,
-            max_connections: 4,
-            acquire_timeout: Duration::from_secs(5),
-            ..ConnectOptions::default()
-        };
-        let err = match Store::connect_with(url, options).await {
-            Ok(store) => return Ok(store),
-            Err(e @ tarsy_store::StoreError::UnsupportedUrl(_)) => return Err(e.into()),
-            Err(e) => e,
-        };
-        let elapsed = started.elapsed();
-        if elapsed + delay > budget || cancel.is_cancelled() {
-            return Err(RunnerError::DatabaseUnreachable {
-                attempts,
-                waited_secs: elapsed.as_secs(),
-                last: err.to_string(),
-            });
-        }
-        tracing::warn!(attempt = attempts, error = %err, retry_in_ms = delay.as_millis() as u64, "Postgres unreachable; retrying");
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = cancel.cancelled() => {}
-        }
-        delay = (delay * 2).min(Duration::from_secs(5));
-    }
 }
 
 /// Runs the AgentExecution `options` names to a terminal phase and records
@@ -401,118 +339,6 @@ fn deadline_of(deadline: Option<&Time>, fallback: Duration) -> tokio::time::Inst
     tokio::time::Instant::now() + left
 }
 
-/// Records the end of the execution: Postgres first, then the status.
-struct Ending<'a> {
-    writer: &'a StatusWriter,
-    execution_id: &'a str,
-    started_at: &'a Time,
-}
-
-impl Ending<'_> {
-    /// Nothing could run because Postgres is unreachable: the status says so.
-    async fn unrecorded(&self, cancel: &CancellationToken, e: &RunnerError) {
-        let phase = if cancel.is_cancelled() {
-            ExecutionPhase::Cancelled
-        } else {
-            ExecutionPhase::Failed
-        };
-        let status = AgentExecutionStatus {
-            phase: Some(phase),
-            execution_id: Some(self.execution_id.to_string()),
-            error: Some(tarsy_crds::clip(
-                &format!("runner could not reach Postgres: {e}"),
-                tarsy_crds::MAX_STATUS_TEXT_CHARS,
-            )),
-            started_at: Some(self.started_at.clone()),
-            completed_at: Some(now()),
-            ..AgentExecutionStatus::default()
-        };
-        if let Err(w) = self.writer.write_terminal(&status).await {
-            tracing::error!(error = %w, "cannot record the failure in the status either");
-        }
-    }
-
-    /// Records `result` in Postgres (retried), then in the status; a chat
-    /// answer's stage ends with it.
-    #[allow(clippy::too_many_arguments)]
-    async fn finish(
-        &self,
-        store: &Store,
-        publisher: &Arc<dyn EventPublisher>,
-        answer: Option<&Answer>,
-        result: ExecutionResult,
-        first_llm_request: Option<Duration>,
-        mcp_init: Duration,
-        mcp_servers: Vec<tarsy_crds::McpServerOutcome>,
-    ) -> Result<RunReport, RunnerError> {
-        let execution_id = self.execution_id;
-        let events = store
-            .execution_timeline(execution_id)
-            .await
-            .unwrap_or_default();
-        let final_analysis = result
-            .final_analysis
-            .clone()
-            .or_else(|| context::final_analysis_of(&events))
-            .filter(|_| result.status == ExecutionStatus::Completed);
-        let mut recorded = None;
-        for attempt in 0..5u32 {
-            match store
-                .update_agent_execution_status(execution_id, result.status, result.error.as_deref())
-                .await
-            {
-                Ok(_) => {
-                    recorded = None;
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(attempt, error = %e, "cannot record the execution's end; retrying");
-                    recorded = Some(e);
-                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
-                }
-            }
-        }
-        let mut status = summary::terminal_status(
-            execution_id,
-            &Outcome {
-                status: result.status,
-                iterations: result.iterations,
-                usage: &result.usage,
-                final_analysis: final_analysis.as_deref(),
-                error: result.error.as_deref(),
-            },
-            &events,
-            self.started_at,
-            &now(),
-        );
-        status.mcp_servers = mcp_servers;
-        let written = self.writer.write_terminal(&status).await;
-        if let Some(answer) = answer {
-            answer
-                .end(store, publisher, result.status, result.error.as_deref())
-                .await;
-        }
-        if let Some(e) = recorded {
-            return Err(e.into());
-        }
-        if let Err(e) = written {
-            tracing::error!(error = %e, "terminal phase recorded in Postgres but not in the status");
-        }
-        tracing::info!(
-            execution_id,
-            phase = ?status.phase,
-            first_llm_request_ms = first_llm_request.map(|d| d.as_secs_f64() * 1000.0),
-            mcp_init_ms = mcp_init.as_secs_f64() * 1000.0,
-            "execution finished"
-        );
-        Ok(RunReport {
-            phase: summary::phase_of(result.status),
-            first_llm_request,
-            mcp_init,
-        })
-    }
-}
-
 /// Whether the execution was stopped because its session timed out (the
 /// stop annotation says `timed_out`). Unknown (unreadable) counts as no.
 async fn stopped_for_timeout(api: &Api<AgentExecution>, name: &str) -> bool {
@@ -534,101 +360,4 @@ fn chat_of(ae: &AgentExecution) -> Option<&tarsy_crds::ChatRequestSpec> {
         .chat
         .as_ref()
         .filter(|_| ExecutionKind::from(ae.spec.kind) == ExecutionKind::Chat)
-}
-
-/// The configuration an execution runs with, rebuilt in its pod.
-struct Prepared {
-    config: ResolvedAgentConfig,
-    mcp_configs: BTreeMap<String, McpServerConfig>,
-    masking: Arc<MaskingService>,
-    defaults: Defaults,
-}
-
-/// The agent configuration, MCP server configurations and masking of the
-/// execution, from its spec, the namespace's resources and the operator's
-/// defaults (passed in the environment).
-fn prepare(
-    options: &RunnerOptions,
-    ae: &AgentExecution,
-    providers: &[LLMProvider],
-    servers: &[MCPServer],
-) -> Result<Prepared, RunnerError> {
-    let mut defaults = Defaults::default();
-    match DefaultsSpec::from_env(&|n| std::env::var(n).ok()) {
-        Ok(spec) => {
-            if let Err(problems) = defaults.apply(&spec) {
-                tracing::warn!(?problems, "ignoring invalid TARSY_DEFAULT_* settings");
-            }
-        }
-        Err(problems) => tracing::warn!(?problems, "ignoring invalid TARSY_DEFAULT_* settings"),
-    }
-    let config = Config::from_resources(defaults.clone(), &[], &[], servers, providers);
-    let resolved = config
-        .resolved_from_spec(
-            &ae.spec.agent_name,
-            &ae.spec.display_name,
-            &ae.spec.resolved,
-        )
-        .map_err(|e| RunnerError::Config(e.to_string()))?;
-    let placement = Placement::Pod {
-        bridge_ports: options.bridge_ports.clone(),
-    };
-    let mut mcp = BTreeMap::new();
-    for name in &resolved.mcp_servers {
-        let endpoint = options.mcp_endpoints.get(name);
-        let built = config.mcp_server_config(name, &PodSecrets, &placement);
-        let cfg = match (built, endpoint) {
-            (Ok(mut c), Some(url)) => {
-                c.transport = local_http(url, c.transport);
-                c
-            }
-            (Ok(c), None) => c,
-            (Err(_), Some(url)) => McpServerConfig {
-                name: name.clone(),
-                transport: local_http(
-                    url,
-                    McpTransport::Stdio {
-                        command: String::new(),
-                        args: Vec::new(),
-                        env: BTreeMap::new(),
-                    },
-                ),
-                instructions: String::new(),
-                summarization: Default::default(),
-            },
-            (Err(e), None) => {
-                // The agent runs without it and is told it is unavailable.
-                tracing::warn!(server = %name, error = %e, "MCP server not usable");
-                continue;
-            }
-        };
-        mcp.insert(name.clone(), cfg);
-    }
-    let masking = MaskingService::new(
-        config.masking_configs(),
-        config.defaults.alert_masking.clone(),
-    )
-    .map_err(|e| RunnerError::Config(format!("masking: {e}")))?;
-    Ok(Prepared {
-        config: resolved,
-        mcp_configs: mcp,
-        masking: Arc::new(masking),
-        defaults,
-    })
-}
-
-/// Streamable HTTP at `url`, keeping the HTTP options of `previous`.
-fn local_http(url: &str, previous: McpTransport) -> McpTransport {
-    let mut http = match previous {
-        McpTransport::Http(h) | McpTransport::Sse(h) => h,
-        McpTransport::Stdio { .. } => HttpTransport {
-            url: String::new(),
-            bearer_token: None,
-            headers: BTreeMap::new(),
-            tls: Default::default(),
-            timeout: None,
-        },
-    };
-    http.url = url.to_string();
-    McpTransport::Http(http)
 }

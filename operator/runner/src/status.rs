@@ -12,15 +12,23 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use tarsy_core::{EventPublisher, RecordError, StreamEvent};
-use tarsy_crds::{API_VERSION, AgentExecution, AgentExecutionStatus, McpServerOutcome};
+use tarsy_crds::{
+    API_VERSION, AgentExecution, AgentExecutionStatus, ExecutionPhase, McpServerOutcome,
+};
 use tarsy_exec::LlmCallNotice;
 use tarsy_store::Store;
 use tokio::sync::{Notify, broadcast};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use tarsy_core::ExecutionStatus;
+use tarsy_engine::ExecutionResult;
+use tarsy_exec::chat::Answer;
+use tarsy_exec::context;
+
+use crate::RunReport;
 use crate::error::RunnerError;
-use crate::summary;
+use crate::summary::{self, Outcome};
 
 /// Now, as Kubernetes writes times.
 pub(crate) fn now() -> Time {
@@ -211,5 +219,117 @@ impl Reporter {
         for t in self.tasks {
             let _ = t.await;
         }
+    }
+}
+
+/// Records the end of the execution: Postgres first, then the status.
+pub(crate) struct Ending<'a> {
+    pub(crate) writer: &'a StatusWriter,
+    pub(crate) execution_id: &'a str,
+    pub(crate) started_at: &'a Time,
+}
+
+impl Ending<'_> {
+    /// Nothing could run because Postgres is unreachable: the status says so.
+    pub(crate) async fn unrecorded(&self, cancel: &CancellationToken, e: &RunnerError) {
+        let phase = if cancel.is_cancelled() {
+            ExecutionPhase::Cancelled
+        } else {
+            ExecutionPhase::Failed
+        };
+        let status = AgentExecutionStatus {
+            phase: Some(phase),
+            execution_id: Some(self.execution_id.to_string()),
+            error: Some(tarsy_crds::clip(
+                &format!("runner could not reach Postgres: {e}"),
+                tarsy_crds::MAX_STATUS_TEXT_CHARS,
+            )),
+            started_at: Some(self.started_at.clone()),
+            completed_at: Some(now()),
+            ..AgentExecutionStatus::default()
+        };
+        if let Err(w) = self.writer.write_terminal(&status).await {
+            tracing::error!(error = %w, "cannot record the failure in the status either");
+        }
+    }
+
+    /// Records `result` in Postgres (retried), then in the status; a chat
+    /// answer's stage ends with it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn finish(
+        &self,
+        store: &Store,
+        publisher: &Arc<dyn EventPublisher>,
+        answer: Option<&Answer>,
+        result: ExecutionResult,
+        first_llm_request: Option<Duration>,
+        mcp_init: Duration,
+        mcp_servers: Vec<tarsy_crds::McpServerOutcome>,
+    ) -> Result<RunReport, RunnerError> {
+        let execution_id = self.execution_id;
+        let events = store
+            .execution_timeline(execution_id)
+            .await
+            .unwrap_or_default();
+        let final_analysis = result
+            .final_analysis
+            .clone()
+            .or_else(|| context::final_analysis_of(&events))
+            .filter(|_| result.status == ExecutionStatus::Completed);
+        let mut recorded = None;
+        for attempt in 0..5u32 {
+            match store
+                .update_agent_execution_status(execution_id, result.status, result.error.as_deref())
+                .await
+            {
+                Ok(_) => {
+                    recorded = None;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(attempt, error = %e, "cannot record the execution's end; retrying");
+                    recorded = Some(e);
+                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                }
+            }
+        }
+        let mut status = summary::terminal_status(
+            execution_id,
+            &Outcome {
+                status: result.status,
+                iterations: result.iterations,
+                usage: &result.usage,
+                final_analysis: final_analysis.as_deref(),
+                error: result.error.as_deref(),
+            },
+            &events,
+            self.started_at,
+            &now(),
+        );
+        status.mcp_servers = mcp_servers;
+        let written = self.writer.write_terminal(&status).await;
+        if let Some(answer) = answer {
+            answer
+                .end(store, publisher, result.status, result.error.as_deref())
+                .await;
+        }
+        if let Some(e) = recorded {
+            return Err(e.into());
+        }
+        if let Err(e) = written {
+            tracing::error!(error = %e, "terminal phase recorded in Postgres but not in the status");
+        }
+        tracing::info!(
+            execution_id,
+            phase = ?status.phase,
+            first_llm_request_ms = first_llm_request.map(|d| d.as_secs_f64() * 1000.0),
+            mcp_init_ms = mcp_init.as_secs_f64() * 1000.0,
+            "execution finished"
+        );
+        Ok(RunReport {
+            phase: summary::phase_of(result.status),
+            first_llm_request,
+            mcp_init,
+        })
     }
 }
