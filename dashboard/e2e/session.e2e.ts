@@ -108,7 +108,8 @@ describe('session page', () => {
     expect(await replicaText()).not.toBe(first);
     await timeline.evaluate((el) => el.scrollTo(0, el.scrollHeight));
     await timeline.getByText('synthesis', { exact: true }).first().waitFor();
-    await timeline.getByText('Both replicas agree').waitFor();
+    // The synthesis's answer: its response and its final analysis.
+    await timeline.getByText('Both replicas agree').first().waitFor();
 
     // Copy the report as markdown.
     await page.getByRole('button', { name: 'Copy report as markdown' }).click();

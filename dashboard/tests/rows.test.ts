@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AgentExecution, SessionDetail, Stage, TimelineEvent } from '../src/api/types';
 import { reportMarkdown } from '../src/state/report';
-import { buildRows, locateEvent, withoutRepeatedAnswer } from '../src/state/rows';
+import { buildRows, locateEvent } from '../src/state/rows';
 import { emptyTimeline, mergeSnapshot } from '../src/state/timeline';
 
 function execution(id: string, stage: string, name: string, index: number, kind = 'investigation'): AgentExecution {
@@ -97,18 +97,6 @@ describe('timeline rows', () => {
     const chosen = buildRows(stages, timeline, new Map([['st2', 'r2']]));
     expect(chosen.some((r) => r.kind === 'item' && r.item.id === 'e3')).toBe(true);
     expect(chosen.some((r) => r.kind === 'item' && r.item.id === 'e2')).toBe(false);
-  });
-
-  it('shows an answer once when the final analysis repeats the response', () => {
-    const items = mergeSnapshot(emptyTimeline, [
-      event('t', 'x', 1, 'llm_thinking', 'thinking'),
-      event('r', 'x', 2, 'llm_response', 'the limit is too low'),
-      event('f', 'x', 3, 'final_analysis', 'the limit is too low'),
-      event('r2', 'x', 4, 'llm_response', 'more'),
-      event('f2', 'x', 5, 'final_analysis', 'different'),
-    ]);
-    const kept = withoutRepeatedAnswer([...items.items.values()].sort((a, b) => a.sequence - b.sequence));
-    expect(kept.map((i) => i.id)).toEqual(['t', 'f', 'r2', 'f2']);
   });
 
   it('finds the stage and tab of a deep-linked event', () => {

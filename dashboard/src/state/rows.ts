@@ -27,22 +27,6 @@ export function isParallel(stage: Stage): boolean {
 }
 
 /**
- * An execution's events, its answer shown once: a final analysis that
- * repeats the response just before it (the engine records a final answer
- * as both) replaces that response, keeping the final analysis's markers.
- */
-export function withoutRepeatedAnswer(items: TimelineItem[]): TimelineItem[] {
-  return items.filter((item, i) => {
-    const next = items[i + 1];
-    return !(
-      item.eventType === 'llm_response' &&
-      next?.eventType === 'final_analysis' &&
-      next.content.trim() === item.content.trim()
-    );
-  });
-}
-
-/**
  * Rows for the stages in order. A parallel stage shows one execution at a
  * time: `selected` (stage id → execution id), else its first execution.
  * Session-level events (the executive summary) come last.
@@ -73,9 +57,7 @@ export function buildRows(
       if (items.length === 0 && !['completed', 'failed', 'cancelled', 'timed_out'].includes(execution.status)) {
         rows.push({ kind: 'empty', key: `empty:${execution.id}`, text: 'Waiting for the model…' });
       }
-      for (const item of withoutRepeatedAnswer(items)) {
-        rows.push({ kind: 'item', key: `item:${item.id}`, item, execution });
-      }
+      for (const item of items) rows.push({ kind: 'item', key: `item:${item.id}`, item, execution });
     }
   }
   // Events of executions the detail does not list yet (just created).
