@@ -1,7 +1,8 @@
 //! `tarsy investigate ALERT_FILE --config DIR`: one alert, in process, with
-//! live progress on stderr (stages, agents, iterations, tool calls) and the
-//! final analysis and executive summary on stdout (or one JSON object with
-//! `--json`). Exits non-zero unless the investigation completed.
+//! live progress (stages, agents, iterations, tool calls) then the final
+//! analysis and executive summary, all on stdout — or one JSON object with
+//! `--json`. Logs go to stderr, so they never break into the display.
+//! Exits non-zero unless the investigation completed.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -40,7 +41,7 @@ pub struct InvestigateArgs {
     /// The LLM service (gRPC) for every provider but `scripted` ones.
     #[arg(long, env = "TARSY_LLM_ADDR", default_value = DEFAULT_LLM_ADDR)]
     pub llm_addr: String,
-    /// No progress on stderr.
+    /// No progress: only the report.
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -84,6 +85,7 @@ pub async fn run(args: InvestigateArgs) -> anyhow::Result<bool> {
     options.llm_addr = args.llm_addr;
     options.recover = false;
     options.pod_id = format!("investigate-{}", std::process::id());
+    options.tarsy_exe = std::env::current_exe().ok();
     if let Some(url) = args.database_url {
         options.database_url = url;
     }
@@ -105,6 +107,9 @@ pub async fn run(args: InvestigateArgs) -> anyhow::Result<bool> {
     };
     app.shutdown().await;
     let mut out = std::io::stdout().lock();
+    if !(args.quiet || args.json) {
+        writeln!(out)?;
+    }
     writeln!(out, "{report}")?;
     Ok(session.status == SessionStatus::Completed)
 }
@@ -164,7 +169,7 @@ async fn follow(app: &LocalApp, alert: NewAlert, quiet: bool) -> anyhow::Result<
     }
 }
 
-/// Live progress on stderr.
+/// Live progress on stdout, one whole line at a time.
 struct Progress {
     store: Store,
     quiet: bool,
@@ -194,7 +199,9 @@ impl Progress {
 
     fn line(&self, text: String) {
         if !self.quiet {
-            eprintln!("{text}");
+            let mut out = std::io::stdout().lock();
+            // A closed stdout (`| head`) must not stop the investigation.
+            let _ = writeln!(out, "{text}");
         }
     }
 
@@ -360,6 +367,28 @@ async fn json_report(store: &Store, session: &Session) -> Value {
             }));
         }
     }
+    // Every tool call with its outcome (not its result: that can be large).
+    let tool_calls: Vec<Value> = store
+        .session_mcp_interactions(&session.id)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|i| i.interaction_type == tarsy_core::McpInteractionType::ToolCall)
+        .map(|i| {
+            let is_error = i.error_message.is_some()
+                || i.tool_result
+                    .get("is_error")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true);
+            json!({
+                "server": i.server_name,
+                "tool": i.tool_name,
+                "arguments": i.tool_arguments,
+                "is_error": is_error,
+                "error": i.error_message,
+            })
+        })
+        .collect();
     json!({
         "session_id": session.id,
         "status": session.status,
@@ -370,6 +399,7 @@ async fn json_report(store: &Store, session: &Session) -> Value {
         "executive_summary_error": session.executive_summary_error,
         "error": session.error_message,
         "stages": stages,
+        "tool_calls": tool_calls,
         "started_at": session.started_at,
         "completed_at": session.completed_at,
     })
