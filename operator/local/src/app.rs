@@ -90,6 +90,33 @@ impl LocalOptions {
     }
 }
 
+/// An `Alert` manifest as a local submission; `default_author` when the
+/// manifest names none.
+pub fn alert_submission(
+    alert: tarsy_crds::Alert,
+    default_author: &str,
+) -> tarsy_core::control::NewAlert {
+    let spec = alert.spec;
+    tarsy_core::control::NewAlert {
+        alert_type: spec.alert_type,
+        data: spec.data,
+        chain: spec.chain_ref,
+        runbook_url: spec.runbook_url,
+        mcp_selection: spec.mcp_selection.map(|s| tarsy_core::McpSelection {
+            servers: s
+                .servers
+                .into_iter()
+                .map(|srv| tarsy_core::McpServerSelection {
+                    name: srv.name,
+                    tools: srv.tools,
+                })
+                .collect(),
+            native_tools: s.native_tools,
+        }),
+        author: spec.author.unwrap_or_else(|| default_author.to_owned()),
+    }
+}
+
 /// `local-{hostname}`: stable across restarts of the same machine.
 pub fn default_pod_id() -> String {
     let host = std::env::var("HOSTNAME")

@@ -12,8 +12,8 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{Value, json};
 use tarsy_api::NewAlert;
+use tarsy_core::SessionStatus;
 use tarsy_core::recorder::session_channel;
-use tarsy_core::{McpSelection, McpServerSelection, SessionStatus};
 use tarsy_events::ClientMessage;
 use tarsy_exec::DEFAULT_LLM_ADDR;
 use tarsy_local::{LocalApp, LocalOptions};
@@ -46,28 +46,6 @@ pub struct InvestigateArgs {
     pub quiet: bool,
 }
 
-fn new_alert(alert: tarsy_crds::Alert) -> NewAlert {
-    let spec = alert.spec;
-    NewAlert {
-        alert_type: spec.alert_type,
-        data: spec.data,
-        chain: spec.chain_ref,
-        runbook_url: spec.runbook_url,
-        mcp_selection: spec.mcp_selection.map(|s| McpSelection {
-            servers: s
-                .servers
-                .into_iter()
-                .map(|srv| McpServerSelection {
-                    name: srv.name,
-                    tools: srv.tools,
-                })
-                .collect(),
-            native_tools: s.native_tools,
-        }),
-        author: spec.author.unwrap_or_else(|| "tarsy-cli".into()),
-    }
-}
-
 /// Runs the command; true when the investigation completed (the caller
 /// exits non-zero otherwise).
 pub async fn run(args: InvestigateArgs) -> anyhow::Result<bool> {
@@ -92,7 +70,12 @@ pub async fn run(args: InvestigateArgs) -> anyhow::Result<bool> {
     let app = LocalApp::start(options)
         .await
         .context("starting local mode")?;
-    let outcome = follow(&app, new_alert(alert), args.quiet || args.json).await;
+    let outcome = follow(
+        &app,
+        tarsy_local::alert_submission(alert, "tarsy-cli"),
+        args.quiet || args.json,
+    )
+    .await;
     let session = match outcome {
         Ok(s) => s,
         Err(e) => {

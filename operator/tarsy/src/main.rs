@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod api;
 mod controller;
 mod dashboard;
+mod eval;
 mod investigate;
 mod mcp_bridge;
 mod process;
@@ -61,6 +62,10 @@ enum Command {
     /// Write a session's MCP interactions (masked, as recorded) as a
     /// fixture directory that `tarsy mcp-replay` serves.
     ExportFixture(replay::ExportFixtureArgs),
+    /// Run evaluation cases (alert, recorded fixture, expected findings)
+    /// with a configured LLM provider; print per-case results and a
+    /// summary. Exits non-zero unless every case passed.
+    Eval(eval::EvalArgs),
 }
 
 #[tokio::main]
@@ -69,7 +74,10 @@ async fn main() {
     // The investigate report owns the terminal, and a replay server's
     // stderr is its parent's: only warnings are logged.
     let default_level = match cli.command {
-        Command::Investigate(_) | Command::McpReplay(_) | Command::ExportFixture(_) => "warn",
+        Command::Investigate(_)
+        | Command::McpReplay(_)
+        | Command::ExportFixture(_)
+        | Command::Eval(_) => "warn",
         _ => "info",
     };
     init_logging(cli.log_json, default_level);
@@ -98,6 +106,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
         Command::Runner(args) => runner::run(args).await,
         Command::McpReplay(args) => replay::mcp_replay(args).await.map(|()| 0),
         Command::ExportFixture(args) => replay::export_fixture(args).await.map(|()| 0),
+        Command::Eval(args) => Ok(if eval::run(args).await? { 0 } else { 1 }),
         Command::Investigate(args) => {
             let completed = investigate::run(args).await?;
             Ok(if completed { 0 } else { 1 })
