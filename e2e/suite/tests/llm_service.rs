@@ -120,6 +120,7 @@ impl Setup {
                 command: "true".into(),
                 args: vec![],
                 env: Default::default(),
+                cwd: None,
             },
             instructions: "Read-only cluster access.".into(),
             summarization: SummarizationConfig::default(),

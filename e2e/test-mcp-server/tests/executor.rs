@@ -350,6 +350,7 @@ async fn servers_that_fail_to_start_are_reported_not_fatal() {
         command: "/nonexistent/mcp-server".into(),
         args: vec![],
         env: Default::default(),
+        cwd: None,
     };
     let factory = McpClientFactory::new([stdio("test", &[]), broken], masking(&[]))
         .with_timeouts(fast_timeouts());

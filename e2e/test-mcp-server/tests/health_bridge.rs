@@ -24,6 +24,7 @@ async fn startup_validation_names_every_broken_server() {
         command: "/nonexistent/server".into(),
         args: vec![],
         env: Default::default(),
+        cwd: None,
     };
     // A port nobody listens on.
     let closed = {
@@ -101,6 +102,7 @@ async fn health_monitor_loop_runs_in_the_background() {
         command: "/nonexistent/server".into(),
         args: vec![],
         env: Default::default(),
+        cwd: None,
     };
     let monitor = HealthMonitor::new([broken], warnings.clone(), fast_timeouts());
     monitor.start();

@@ -392,6 +392,7 @@ fn transport(
                 command: stdio.command.clone(),
                 args: stdio.args.clone(),
                 env: resolve_env(name, "spec.stdio.env", &stdio.env, secrets)?,
+                cwd: None,
             }),
             Placement::Pod { bridge_ports } => match bridge_ports.get(name) {
                 Some(port) => Ok(local_http(format!(

@@ -40,7 +40,9 @@ fn builtin_kubernetes_server_is_read_only_stdio() {
         )
         .unwrap();
     match &m.transport {
-        McpTransport::Stdio { command, args, env } => {
+        McpTransport::Stdio {
+            command, args, env, ..
+        } => {
             assert_eq!(command, "npx");
             assert!(
                 args.iter()
@@ -207,7 +209,10 @@ fn stdio_env_secrets_are_resolved_locally() {
     let m = c
         .mcp_server_config("github", &secrets, &Placement::Local)
         .unwrap();
-    let McpTransport::Stdio { command, args, env } = &m.transport else {
+    let McpTransport::Stdio {
+        command, args, env, ..
+    } = &m.transport
+    else {
         panic!("{:?}", m.transport)
     };
     assert_eq!(command, "npx");

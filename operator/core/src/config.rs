@@ -139,6 +139,10 @@ pub enum McpTransport {
         args: Vec<String>,
         /// Environment added to the inherited one.
         env: BTreeMap<String, String>,
+        /// Working directory of the process (`None`: the caller's). Local
+        /// mode starts servers in the configuration directory, so that
+        /// relative paths in a manifest mean the same from anywhere.
+        cwd: Option<std::path::PathBuf>,
     },
     /// Streamable HTTP (the current MCP transport).
     Http(HttpTransport),

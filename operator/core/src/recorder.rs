@@ -133,7 +133,8 @@ pub struct NewMcpInteraction {
     pub tool_arguments: Value,
     /// Result received (masked, storage-truncated).
     pub tool_result: Value,
-    /// Tools the server offered (tools/list).
+    /// Tools the server offered (tools/list): name, description and
+    /// input_schema of each.
     pub available_tools: Value,
     /// Wall time in milliseconds.
     pub duration_ms: i64,

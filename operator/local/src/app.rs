@@ -29,6 +29,7 @@ use crate::admission;
 use crate::control::LocalControl;
 use crate::error::{Result, SessionError};
 use crate::runtime::{DriverSettings, Runtime};
+use crate::stdio;
 
 /// How to start local mode.
 pub struct LocalOptions {
@@ -61,6 +62,9 @@ pub struct LocalOptions {
     /// Take back sessions a previous run left in progress (off for a
     /// one-shot `investigate` that must drive only its own alert).
     pub recover: bool,
+    /// What a stdio MCP server whose command is `tarsy` runs: the running
+    /// TARSy executable (`None`: `tarsy` is looked up on PATH).
+    pub tarsy_exe: Option<PathBuf>,
 }
 
 impl LocalOptions {
@@ -81,7 +85,35 @@ impl LocalOptions {
             api: ApiConfig::default(),
             max_connections: 10,
             recover: true,
+            tarsy_exe: None,
         }
+    }
+}
+
+/// An `Alert` manifest as a local submission; `default_author` when the
+/// manifest names none.
+pub fn alert_submission(
+    alert: tarsy_crds::Alert,
+    default_author: &str,
+) -> tarsy_core::control::NewAlert {
+    let spec = alert.spec;
+    tarsy_core::control::NewAlert {
+        alert_type: spec.alert_type,
+        data: spec.data,
+        chain: spec.chain_ref,
+        runbook_url: spec.runbook_url,
+        mcp_selection: spec.mcp_selection.map(|s| tarsy_core::McpSelection {
+            servers: s
+                .servers
+                .into_iter()
+                .map(|srv| tarsy_core::McpServerSelection {
+                    name: srv.name,
+                    tools: srv.tools,
+                })
+                .collect(),
+            native_tools: s.native_tools,
+        }),
+        author: spec.author.unwrap_or_else(|| default_author.to_owned()),
     }
 }
 
@@ -100,16 +132,21 @@ pub fn default_pod_id() -> String {
     format!("local-{host}")
 }
 
-/// The MCP servers that can run in local mode. Servers that cannot (a
-/// container-only server, a missing secret) are left out with a warning:
-/// agents that use them are told the server is unavailable.
-fn local_mcp_servers(config: &Config) -> (BTreeMap<String, McpServerConfig>, Vec<String>) {
+/// The MCP servers that can run in local mode, stdio ones set up by
+/// [`stdio::localize`]. Servers that cannot (a container-only server, a
+/// missing secret) are left out with a warning: agents that use them are
+/// told the server is unavailable.
+fn local_mcp_servers(
+    config: &Config,
+    config_dir: &std::path::Path,
+    tarsy_exe: Option<&std::path::Path>,
+) -> (BTreeMap<String, McpServerConfig>, Vec<String>) {
     let mut servers = BTreeMap::new();
     let mut problems = Vec::new();
     for s in config.mcp_servers() {
         match config.mcp_server_config(&s.name, &EnvSecretResolver, &Placement::Local) {
             Ok(c) => {
-                servers.insert(s.name.clone(), c);
+                servers.insert(s.name.clone(), stdio::localize(c, config_dir, tarsy_exe));
             }
             Err(e) => problems.push(format!("MCP server {:?}: {e}", s.name)),
         }
@@ -188,10 +225,26 @@ pub struct LocalApp {
 }
 
 impl LocalApp {
-    /// Opens the database (migrating it), checks the scripted providers'
-    /// scripts, takes back sessions a previous run left in progress, starts
-    /// admitting pending sessions and, when asked, serves the API.
+    /// Checks that the stdio MCP servers the chains use can be started and
+    /// the scripted providers' scripts, opens the database (migrating it),
+    /// takes back sessions a previous run left in progress, starts admitting
+    /// pending sessions and, when asked, serves the API.
     pub async fn start(options: LocalOptions) -> Result<Self> {
+        let (mcp_configs, warnings) = local_mcp_servers(
+            &options.config,
+            &options.config_dir,
+            options.tarsy_exe.as_deref(),
+        );
+        // Before anything runs: a missing command would otherwise surface as
+        // a tool failure in the middle of an investigation.
+        let used = used_mcp_servers(&options.config);
+        if let Some(missing) =
+            stdio::missing_commands(&options.config, &options.config_dir, &mcp_configs, &used)
+                .into_iter()
+                .next()
+        {
+            return Err(SessionError::MissingCommand(missing));
+        }
         let store = Store::connect_with(
             &options.database_url,
             ConnectOptions {
@@ -213,7 +266,6 @@ impl LocalApp {
             )
             .map_err(|e| SessionError::Config(format!("masking: {e}")))?,
         );
-        let (mcp_configs, warnings) = local_mcp_servers(&config);
         for w in &warnings {
             tracing::warn!("{w}");
         }
@@ -279,7 +331,6 @@ impl LocalApp {
                         source,
                     })?;
                 let system_warnings = Arc::new(SystemWarnings::new());
-                let used = used_mcp_servers(&rt.config);
                 let monitor = Arc::new(HealthMonitor::new(
                     rt.launcher
                         .mcp_configs

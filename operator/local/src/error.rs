@@ -25,6 +25,9 @@ pub enum SessionError {
         /// Why.
         source: std::io::Error,
     },
+    /// A stdio MCP server a chain uses names a command that does not exist.
+    #[error(transparent)]
+    MissingCommand(#[from] crate::stdio::MissingCommand),
     /// A session references something that no longer exists.
     #[error("{0}")]
     Invalid(String),

@@ -18,6 +18,7 @@
 //! | `view` | the machine's view read back from the store (restart recovery) |
 //! | `admission` | admission and take-over at start |
 //! | `chat` | follow-up chat answers |
+//! | [`stdio`] | local rules of stdio MCP servers: run in the configuration directory, `tarsy` = this executable, missing commands stop the start |
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -50,9 +51,10 @@ pub mod control;
 pub mod error;
 mod runtime;
 mod session_loop;
+pub mod stdio;
 mod view;
 
-pub use app::{LocalApp, LocalOptions, default_pod_id};
+pub use app::{LocalApp, LocalOptions, alert_submission, default_pod_id};
 pub use control::LocalControl;
 pub use error::{Result, SessionError};
 pub use runtime::DriverSettings;

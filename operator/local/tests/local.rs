@@ -134,12 +134,14 @@ fn examples_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
-/// The README's main command, in process: the example configuration
-/// (scripted provider replaying the example script over in-process gRPC, the
-/// real `mcp-server-time` as a stdio child process) investigates the example
+/// The peers example, in process: the example chain with the scripted
+/// provider replaying its script over in-process gRPC, and the real
+/// `mcp-server-time` as a stdio child process, investigates the example
 /// alert to completion. Needs the MCP peers (`e2e/install-mcp-peers.sh`).
+/// (README's first command, on recorded fixtures, is tested with the real
+/// `tarsy` binary in operator/tarsy/tests/investigate.rs.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_configuration_investigates_offline() {
+async fn peers_example_investigates_offline() {
     let peers_dir = std::env::var_os("TARSY_PEERS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -151,8 +153,13 @@ async fn example_configuration_investigates_offline() {
         "mcp-server-time is not installed in {}: run e2e/install-mcp-peers.sh",
         peers_dir.display()
     );
-    let config_dir = examples_dir().join("config");
-    let config = tarsy_config::load_dir(&config_dir).unwrap_or_else(|e| panic!("{e}"));
+    let config_dir = examples_dir().join("peers/config");
+    let env = |name: &str| match name {
+        "TARSY_PEERS_DIR" => Some(peers_dir.display().to_string()),
+        _ => None,
+    };
+    let config = tarsy_config::load_dir_with(&config_dir, &Default::default(), &env)
+        .unwrap_or_else(|e| panic!("{e}"));
     let alert =
         tarsy_config::load_alert_file(&examples_dir().join("alerts/pod-crashloop.yaml"), &|_| None)
             .unwrap_or_else(|e| panic!("{e}"));

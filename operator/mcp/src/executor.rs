@@ -288,9 +288,17 @@ impl McpToolExecutor {
                         .iter()
                         .filter(|t| self.access.tool_allowed(server, &t.name))
                         .collect();
+                    // The input schema is kept so that a recorded session
+                    // can be replayed with the same tool definitions.
                     let available: Vec<Value> = allowed
                         .iter()
-                        .map(|t| json!({"name": t.name, "description": t.description}))
+                        .map(|t| {
+                            json!({
+                                "name": t.name,
+                                "description": t.description,
+                                "input_schema": t.input_schema.as_ref(),
+                            })
+                        })
                         .collect();
                     for t in allowed {
                         definitions.push(ToolDefinition {

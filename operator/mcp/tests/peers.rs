@@ -79,6 +79,7 @@ fn stdio(name: &str, command: &str, args: &[&str]) -> McpServerConfig {
             command: command.to_owned(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             env: BTreeMap::new(),
+            cwd: None,
         },
         instructions: String::new(),
         summarization: SummarizationConfig::default(),

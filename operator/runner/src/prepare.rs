@@ -88,6 +88,7 @@ pub(crate) fn prepare(
                         command: String::new(),
                         args: Vec::new(),
                         env: BTreeMap::new(),
+                        cwd: None,
                     },
                 ),
                 instructions: String::new(),

@@ -120,6 +120,21 @@ impl Store {
             .ok_or_else(|| StoreError::not_found(MCP, id))
     }
 
+    /// Every MCP interaction of a session, with arguments, results and tool
+    /// lists, in the order they were recorded (what a fixture is exported
+    /// from).
+    pub async fn session_mcp_interactions(&self, session_id: &str) -> Result<Vec<McpInteraction>> {
+        self.require_session(session_id).await?;
+        self.db
+            .fetch_all(
+                Sql::new(
+                    "SELECT * FROM mcp_interactions WHERE session_id = $1 ORDER BY created_at, id",
+                )
+                .bind(session_id),
+            )
+            .await
+    }
+
     /// The trace list of a session (trace level 1): stage → execution →
     /// LLM and MCP calls in time order; calls outside any stage separately.
     pub async fn session_trace(&self, session_id: &str) -> Result<SessionTrace> {

@@ -344,6 +344,8 @@ async fn session_lifecycle(store: Store) {
     assert_eq!(conversation.len(), 3);
     let mcp = store.get_mcp_interaction(&mcp_id).await.unwrap();
     assert_eq!(mcp.tool_arguments, json!({"namespace": "prod"}));
+    let all = store.session_mcp_interactions("alert-1").await.unwrap();
+    assert_eq!(all, vec![mcp]);
 
     let finished = store
         .finish_session(
@@ -1459,6 +1461,7 @@ async fn unknown_ids_are_not_found(store: Store) {
     assert_not_found(store.list_session_executions("x").await, "session");
     assert_not_found(store.session_timeline("x").await, "session");
     assert_not_found(store.session_trace("x").await, "session");
+    assert_not_found(store.session_mcp_interactions("x").await, "session");
     assert_not_found(store.chat_for_session("x").await, "session");
     assert_not_found(store.max_stage_index("x").await, "session");
 

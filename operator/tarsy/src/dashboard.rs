@@ -271,8 +271,8 @@ mod tests {
         let text = serde_json::to_string(&view).expect("serializes");
         // The key's variable name and the MCP server's command stay out.
         assert!(!text.contains("GOOGLE_API_KEY"));
-        assert!(!text.contains("mcp-server-time\""));
-        assert!(!text.contains("exec "));
+        assert!(!text.contains("mcp-replay"));
+        assert!(!text.contains("checkout-api-crashloop"));
     }
 
     /// The first document of a file of `crds/examples`.

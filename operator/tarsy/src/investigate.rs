@@ -1,7 +1,8 @@
 //! `tarsy investigate ALERT_FILE --config DIR`: one alert, in process, with
-//! live progress on stderr (stages, agents, iterations, tool calls) and the
-//! final analysis and executive summary on stdout (or one JSON object with
-//! `--json`). Exits non-zero unless the investigation completed.
+//! live progress (stages, agents, iterations, tool calls) then the final
+//! analysis and executive summary, all on stdout — or one JSON object with
+//! `--json`. Logs go to stderr, so they never break into the display.
+//! Exits non-zero unless the investigation completed.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -11,8 +12,8 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{Value, json};
 use tarsy_api::NewAlert;
+use tarsy_core::SessionStatus;
 use tarsy_core::recorder::session_channel;
-use tarsy_core::{McpSelection, McpServerSelection, SessionStatus};
 use tarsy_events::ClientMessage;
 use tarsy_exec::DEFAULT_LLM_ADDR;
 use tarsy_local::{LocalApp, LocalOptions};
@@ -40,31 +41,9 @@ pub struct InvestigateArgs {
     /// The LLM service (gRPC) for every provider but `scripted` ones.
     #[arg(long, env = "TARSY_LLM_ADDR", default_value = DEFAULT_LLM_ADDR)]
     pub llm_addr: String,
-    /// No progress on stderr.
+    /// No progress: only the report.
     #[arg(long, short)]
     pub quiet: bool,
-}
-
-fn new_alert(alert: tarsy_crds::Alert) -> NewAlert {
-    let spec = alert.spec;
-    NewAlert {
-        alert_type: spec.alert_type,
-        data: spec.data,
-        chain: spec.chain_ref,
-        runbook_url: spec.runbook_url,
-        mcp_selection: spec.mcp_selection.map(|s| McpSelection {
-            servers: s
-                .servers
-                .into_iter()
-                .map(|srv| McpServerSelection {
-                    name: srv.name,
-                    tools: srv.tools,
-                })
-                .collect(),
-            native_tools: s.native_tools,
-        }),
-        author: spec.author.unwrap_or_else(|| "tarsy-cli".into()),
-    }
 }
 
 /// Runs the command; true when the investigation completed (the caller
@@ -84,13 +63,19 @@ pub async fn run(args: InvestigateArgs) -> anyhow::Result<bool> {
     options.llm_addr = args.llm_addr;
     options.recover = false;
     options.pod_id = format!("investigate-{}", std::process::id());
+    options.tarsy_exe = std::env::current_exe().ok();
     if let Some(url) = args.database_url {
         options.database_url = url;
     }
     let app = LocalApp::start(options)
         .await
         .context("starting local mode")?;
-    let outcome = follow(&app, new_alert(alert), args.quiet || args.json).await;
+    let outcome = follow(
+        &app,
+        tarsy_local::alert_submission(alert, "tarsy-cli"),
+        args.quiet || args.json,
+    )
+    .await;
     let session = match outcome {
         Ok(s) => s,
         Err(e) => {
@@ -105,6 +90,9 @@ pub async fn run(args: InvestigateArgs) -> anyhow::Result<bool> {
     };
     app.shutdown().await;
     let mut out = std::io::stdout().lock();
+    if !(args.quiet || args.json) {
+        writeln!(out)?;
+    }
     writeln!(out, "{report}")?;
     Ok(session.status == SessionStatus::Completed)
 }
@@ -164,7 +152,7 @@ async fn follow(app: &LocalApp, alert: NewAlert, quiet: bool) -> anyhow::Result<
     }
 }
 
-/// Live progress on stderr.
+/// Live progress on stdout, one whole line at a time.
 struct Progress {
     store: Store,
     quiet: bool,
@@ -194,7 +182,9 @@ impl Progress {
 
     fn line(&self, text: String) {
         if !self.quiet {
-            eprintln!("{text}");
+            let mut out = std::io::stdout().lock();
+            // A closed stdout (`| head`) must not stop the investigation.
+            let _ = writeln!(out, "{text}");
         }
     }
 
@@ -360,6 +350,28 @@ async fn json_report(store: &Store, session: &Session) -> Value {
             }));
         }
     }
+    // Every tool call with its outcome (not its result: that can be large).
+    let tool_calls: Vec<Value> = store
+        .session_mcp_interactions(&session.id)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|i| i.interaction_type == tarsy_core::McpInteractionType::ToolCall)
+        .map(|i| {
+            let is_error = i.error_message.is_some()
+                || i.tool_result
+                    .get("is_error")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true);
+            json!({
+                "server": i.server_name,
+                "tool": i.tool_name,
+                "arguments": i.tool_arguments,
+                "is_error": is_error,
+                "error": i.error_message,
+            })
+        })
+        .collect();
     json!({
         "session_id": session.id,
         "status": session.status,
@@ -370,6 +382,7 @@ async fn json_report(store: &Store, session: &Session) -> Value {
         "executive_summary_error": session.executive_summary_error,
         "error": session.error_message,
         "stages": stages,
+        "tool_calls": tool_calls,
         "started_at": session.started_at,
         "completed_at": session.completed_at,
     })

@@ -8,9 +8,11 @@ use clap::{Parser, Subcommand};
 mod api;
 mod controller;
 mod dashboard;
+mod eval;
 mod investigate;
 mod mcp_bridge;
 mod process;
+mod replay;
 mod runner;
 mod serve;
 mod webhooks;
@@ -54,45 +56,76 @@ enum Command {
     /// Serve the REST/WebSocket API in cluster mode: alerts, cancellation
     /// and chat become Kubernetes resources of one namespace.
     Api(api::ApiArgs),
+    /// Serve recorded tool fixtures as an MCP server (stdio, or streamable
+    /// HTTP with --port): the tools and the results a session recorded.
+    McpReplay(replay::McpReplayArgs),
+    /// Write a session's MCP interactions (masked, as recorded) as a
+    /// fixture directory that `tarsy mcp-replay` serves.
+    ExportFixture(replay::ExportFixtureArgs),
+    /// Run evaluation cases (alert, recorded fixture, expected findings)
+    /// with a configured LLM provider; print per-case results and a
+    /// summary. Exits non-zero unless every case passed.
+    Eval(eval::EvalArgs),
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() {
     let cli = Cli::parse();
-    // The investigate report owns the terminal: only warnings are logged.
+    // The investigate report owns the terminal, and a replay server's
+    // stderr is its parent's: only warnings are logged.
     let default_level = match cli.command {
-        Command::Investigate(_) => "warn",
+        Command::Investigate(_)
+        | Command::McpReplay(_)
+        | Command::ExportFixture(_)
+        | Command::Eval(_) => "warn",
         _ => "info",
     };
     init_logging(cli.log_json, default_level);
-    match cli.command {
-        Command::Crdgen { out } => crdgen(&out),
-        Command::McpBridge(args) => {
-            let code = mcp_bridge::run(args).await?;
-            std::process::exit(code);
-        }
-        Command::Serve(args) => serve::run(args).await,
-        Command::Webhooks(args) => webhooks::run(args).await,
-        Command::Controller(args) => controller::run(args).await,
-        Command::Api(args) => api::run(args).await,
-        Command::Runner(args) => {
-            let code = runner::run(args).await?;
-            std::process::exit(code);
-        }
-        Command::Investigate(args) => {
-            if !investigate::run(args).await? {
-                std::process::exit(1);
-            }
-            Ok(())
+    let outcome = run(cli.command).await;
+    // `exit` skips destructors: flush what the report wrote.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    match outcome {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            // One line (causes joined by `: `) rather than a debug dump.
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
         }
     }
 }
 
+/// Runs a subcommand; returns the process exit code.
+async fn run(command: Command) -> anyhow::Result<i32> {
+    match command {
+        Command::Crdgen { out } => crdgen(&out).map(|()| 0),
+        Command::McpBridge(args) => mcp_bridge::run(args).await,
+        Command::Serve(args) => serve::run(args).await.map(|()| 0),
+        Command::Webhooks(args) => webhooks::run(args).await.map(|()| 0),
+        Command::Controller(args) => controller::run(args).await.map(|()| 0),
+        Command::Api(args) => api::run(args).await.map(|()| 0),
+        Command::Runner(args) => runner::run(args).await,
+        Command::McpReplay(args) => replay::mcp_replay(args).await.map(|()| 0),
+        Command::ExportFixture(args) => replay::export_fixture(args).await.map(|()| 0),
+        Command::Eval(args) => Ok(if eval::run(args).await? { 0 } else { 1 }),
+        Command::Investigate(args) => {
+            let completed = investigate::run(args).await?;
+            Ok(if completed { 0 } else { 1 })
+        }
+    }
+}
+
+/// Logs go to stderr, never to stdout (progress, reports, URLs and MCP on
+/// stdio live there), and carry colour codes only when stderr is a terminal
+/// and `NO_COLOR` is unset.
 fn init_logging(json: bool, default_level: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();

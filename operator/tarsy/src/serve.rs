@@ -39,7 +39,7 @@ pub struct ServeArgs {
 }
 
 /// `$XDG_DATA_HOME/tarsy`, else `$HOME/.local/share/tarsy`, else `.tarsy`.
-fn default_data_dir() -> PathBuf {
+pub(crate) fn default_data_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(d).join("tarsy");
     }
@@ -90,6 +90,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     options.database_url = database_url.clone();
     options.llm_addr = args.llm_addr;
     options.listen = Some(listen_addr(&args.listen, args.port)?);
+    options.tarsy_exe = std::env::current_exe().ok();
     if let Some(pod_id) = args.pod_id {
         options.pod_id = pod_id;
     }
@@ -114,7 +115,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// A database URL without its password, for logs.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];

@@ -42,6 +42,7 @@ pub fn stdio(name: &str, env: &[(&str, &str)]) -> McpServerConfig {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            cwd: None,
         },
         instructions: String::new(),
         summarization: SummarizationConfig::default(),

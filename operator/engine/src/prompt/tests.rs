@@ -70,6 +70,7 @@ fn server(name: &str, instructions: &str) -> McpServerConfig {
             command: "true".into(),
             args: vec![],
             env: BTreeMap::new(),
+            cwd: None,
         },
         instructions: instructions.into(),
         summarization: SummarizationConfig::default(),

@@ -55,6 +55,7 @@ pub fn k8s_server(summarization: SummarizationConfig) -> McpServerConfig {
             command: "true".into(),
             args: vec![],
             env: Default::default(),
+            cwd: None,
         },
         instructions: "Use kubectl-style tools read-only.".into(),
         summarization,

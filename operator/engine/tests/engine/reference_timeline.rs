@@ -33,6 +33,7 @@ fn server(name: &str) -> McpServerConfig {
             command: "true".into(),
             args: vec![],
             env: Default::default(),
+            cwd: None,
         },
         instructions: String::new(),
         // The scenario summarizes results over 100 tokens.

@@ -45,11 +45,19 @@ pub async fn connect(
     };
     let connecting = async {
         match &config.transport {
-            McpTransport::Stdio { command, args, env } => {
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
                 let mut cmd = tokio::process::Command::new(command);
                 // The child inherits our environment; the configured variables
                 // are added on top.
                 cmd.args(args).envs(env);
+                if let Some(dir) = cwd {
+                    cmd.current_dir(dir);
+                }
                 let (transport, stderr) = TokioChildProcess::builder(cmd)
                     .stderr(Stdio::piped())
                     .spawn()
