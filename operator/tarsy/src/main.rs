@@ -58,7 +58,16 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Investigate(_) | Command::Serve(_) | Command::Runner(_)
+    ) {
+        // On the second core while the configuration loads: compiling them
+        // is the largest part of start-up.
+        tarsy_masking::precompile_builtins();
+    }
     // The investigate report owns the terminal: only warnings are logged.
     let default_level = match cli.command {
         Command::Investigate(_) => "warn",
@@ -76,11 +85,11 @@ async fn main() -> anyhow::Result<()> {
         Command::Controller(args) => controller::run(args).await,
         Command::Api(args) => api::run(args).await,
         Command::Runner(args) => {
-            let code = runner::run(args).await?;
+            let code = runner::run(args, started).await?;
             std::process::exit(code);
         }
         Command::Investigate(args) => {
-            if !investigate::run(args).await? {
+            if !investigate::run(args, started).await? {
                 std::process::exit(1);
             }
             Ok(())
