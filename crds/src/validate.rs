@@ -84,6 +84,22 @@ fn kind_schema(kind: &str) -> Option<&'static KindSchema> {
         .as_ref()
 }
 
+/// Starts building the schemas of `kinds` on a background thread, in the
+/// order given, so that validation on the caller's thread (which takes the
+/// kinds in its own order) finds them ready or being built: a kind is built
+/// once, by whichever thread asks first.
+pub fn precompile(kinds: &'static [&'static str]) {
+    // Only a head start: when no thread can be spawned, validation builds
+    // the schemas on first use anyway.
+    let _ = std::thread::Builder::new()
+        .name("crd-schemas".into())
+        .spawn(move || {
+            for kind in kinds {
+                let _ = kind_schema(kind);
+            }
+        });
+}
+
 /// The openAPIV3Schema of each TARSy kind, as JSON.
 pub fn schemas() -> BTreeMap<String, Value> {
     KINDS

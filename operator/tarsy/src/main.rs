@@ -65,8 +65,11 @@ async fn main() -> anyhow::Result<()> {
         Command::Investigate(_) | Command::Serve(_) | Command::Runner(_)
     ) {
         // On the second core while the configuration loads: compiling them
-        // is the largest part of start-up.
+        // is the largest part of start-up. Then the schemas the
+        // configuration is validated against, in the reverse of the order
+        // the loader usually meets them (it builds the others meanwhile).
         tarsy_masking::precompile_builtins();
+        tarsy_crds::validate::precompile(&["Alert", "Chain", "Agent"]);
     }
     // The investigate report owns the terminal: only warnings are logged.
     let default_level = match cli.command {
