@@ -449,9 +449,15 @@ impl Figures {
         for i in 0..TOOL_CALLS {
             let (Some(after), Some(before), Some(mcp), Some(gap), Some(whole)) = (
                 since(g[i].last_response, p[i].answered),
-                since(Some(p[i + 1].received), g[i + 1].request_complete),
+                since(
+                    Some(p[i + 1].received),
+                    g[i + 1].request_sent.or(g[i + 1].request_complete),
+                ),
                 since(s.mcp[i].answered, Some(s.mcp[i].received)),
-                since(g[i + 1].request_complete, g[i].last_response),
+                since(
+                    g[i + 1].request_sent.or(g[i + 1].request_complete),
+                    g[i].last_response,
+                ),
                 since(Some(p[i + 1].received), p[i].answered),
             ) else {
                 panic!(
@@ -567,7 +573,7 @@ async fn mode(m: Mode, runs: usize, bin: &Path) {
     let mut warm = Figures::default();
     let mut cold = Figures::default();
     cold.add(&first);
-    let first_call = since(first.grpc[0].last_response, first.grpc[0].request_complete);
+    let first_call = since(first.grpc[0].last_response, first.grpc[0].request_sent);
 
     let cpu_before = process_cpu(pid);
     for _ in 0..runs {

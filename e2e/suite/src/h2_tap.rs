@@ -28,7 +28,11 @@ const FLAG_END_STREAM: u8 = 0x1;
 pub struct StreamTiming {
     /// The client's first frame of the stream (its HEADERS).
     pub opened: Instant,
-    /// The client ended its side of the stream: the request is complete.
+    /// The client's latest DATA frame with content: once the request is
+    /// sent, the one that completed its message. (The frame that ends the
+    /// stream may follow later, empty.)
+    pub request_sent: Option<Instant>,
+    /// The client ended its side of the stream.
     pub request_complete: Option<Instant>,
     /// The server's first DATA frame (the first response message).
     pub first_response: Option<Instant>,
@@ -134,7 +138,7 @@ impl FrameReader {
         }
     }
 
-    fn feed(&mut self, mut bytes: &[u8], mut on_frame: impl FnMut(u8, u8, u32)) {
+    fn feed(&mut self, mut bytes: &[u8], mut on_frame: impl FnMut(u8, u8, u32, usize)) {
         while !bytes.is_empty() {
             if self.preface_left > 0 {
                 let n = self.preface_left.min(bytes.len());
@@ -153,14 +157,14 @@ impl FrameReader {
                     self.payload_left =
                         (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
                     let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
-                    on_frame(h[3], h[4], stream);
+                    on_frame(h[3], h[4], stream, self.payload_left);
                 }
             }
         }
     }
 }
 
-fn note(streams: &Streams, conn: usize, side: Side, kind: u8, flags: u8, stream: u32) {
+fn note(streams: &Streams, conn: usize, side: Side, kind: u8, flags: u8, stream: u32, len: usize) {
     if stream == 0 || !(kind == FRAME_DATA || kind == FRAME_HEADERS) {
         return;
     }
@@ -174,6 +178,7 @@ fn note(streams: &Streams, conn: usize, side: Side, kind: u8, flags: u8, stream:
                 key,
                 StreamTiming {
                     opened: now,
+                    request_sent: None,
                     request_complete: None,
                     first_response: None,
                     last_response: None,
@@ -186,6 +191,9 @@ fn note(streams: &Streams, conn: usize, side: Side, kind: u8, flags: u8, stream:
     };
     let t = &mut all[index].1;
     let end = flags & FLAG_END_STREAM != 0;
+    if side == Side::Client && kind == FRAME_DATA && len > 0 {
+        t.request_sent = Some(now);
+    }
     match side {
         Side::Client if end => {
             t.request_complete.get_or_insert(now);
@@ -218,8 +226,8 @@ async fn pump(
         if n == 0 {
             return to.shutdown().await;
         }
-        reader.feed(&buf[..n], |kind, flags, stream| {
-            note(&streams, conn, side, kind, flags, stream);
+        reader.feed(&buf[..n], |kind, flags, stream, len| {
+            note(&streams, conn, side, kind, flags, stream, len);
         });
         to.write_all(&buf[..n]).await?;
     }
@@ -279,7 +287,7 @@ mod tests {
             let mut reader = FrameReader::new(Side::Client);
             let mut seen = Vec::new();
             for piece in bytes.chunks(split) {
-                reader.feed(piece, |k, f, s| seen.push((k, f, s)));
+                reader.feed(piece, |k, f, s, _| seen.push((k, f, s)));
             }
             assert_eq!(
                 seen,
