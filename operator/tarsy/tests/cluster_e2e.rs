@@ -80,6 +80,21 @@ fn startup_figures(line: &str) -> Option<(f64, f64)> {
     if !line.contains("execution finished") {
         return None;
     }
+    // Without the terminal colour codes the text log carries.
+    let mut plain = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    let line = plain.as_str();
     let field = |name: &str| -> Option<f64> {
         let rest = &line[line.find(name)? + name.len()..];
         let rest = rest.trim_start_matches(['"', ':', '=', ' ']);
