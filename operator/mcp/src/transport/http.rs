@@ -21,12 +21,31 @@ fn config_error(server: &str, message: impl Into<String>) -> McpError {
 /// deadline, see [`crate::McpTimeouts`]).
 ///
 /// One client per MCP session: its connections are kept alive and reused for
-/// the whole execution (no TCP or TLS handshake per tool call). Both
+/// the whole execution (no TCP or TLS handshake per tool call). HTTPS servers
+/// verified against the platform's roots (no CA file) share one client per
+/// TLS configuration in the process: the root store is read once, and a
+/// remote server's connections outlive an execution. Both
 /// transports read every response to its end, so a connection goes back to
 /// the pool as soon as its answer is in; `TCP_NODELAY` keeps small requests
 /// from waiting on the server's delayed ACKs. Redirects are followed only
 /// within the same origin, so credentials never travel to another host.
 pub fn build_client(server: &str, cfg: &HttpTransport) -> Result<reqwest::Client, McpError> {
+    if !is_https(&cfg.url) || cfg.tls.ca_file.is_some() {
+        return new_client(server, cfg);
+    }
+    type Shared = Vec<((bool, Option<std::time::Duration>), reqwest::Client)>;
+    static SHARED: std::sync::Mutex<Shared> = std::sync::Mutex::new(Vec::new());
+    let key = (cfg.tls.insecure_skip_verify, cfg.timeout);
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, client)) = shared.iter().find(|(k, _)| *k == key) {
+        return Ok(client.clone());
+    }
+    let client = new_client(server, cfg)?;
+    shared.push((key, client.clone()));
+    Ok(client)
+}
+
+fn new_client(server: &str, cfg: &HttpTransport) -> Result<reqwest::Client, McpError> {
     let mut builder = reqwest::Client::builder()
         .tcp_nodelay(true)
         .redirect(same_origin_redirects());
