@@ -182,8 +182,9 @@ pub fn owned_by(ae: &AgentExecution, uid: &str) -> bool {
 }
 
 /// An Alert as a submission: the same record as an alert posted to the API,
-/// so that every writer builds the same session row from it.
-pub fn submission_of(alert: &Alert) -> tarsy_core::control::NewAlert {
+/// so that every writer builds the same session row from it. `default_author`
+/// stands in when the Alert names none (empty: no author).
+pub fn submission_of(alert: &Alert, default_author: &str) -> tarsy_core::control::NewAlert {
     tarsy_core::control::NewAlert {
         alert_type: alert.spec.alert_type.clone(),
         data: alert.spec.data.clone(),
@@ -194,7 +195,11 @@ pub fn submission_of(alert: &Alert) -> tarsy_core::control::NewAlert {
             .mcp_selection
             .as_ref()
             .map(tarsy_core::McpSelection::from),
-        author: alert.spec.author.clone().unwrap_or_default(),
+        author: alert
+            .spec
+            .author
+            .clone()
+            .unwrap_or_else(|| default_author.to_string()),
     }
 }
 

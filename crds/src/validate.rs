@@ -30,33 +30,87 @@ impl std::fmt::Display for Violation {
     }
 }
 
-/// The openAPIV3Schema of each TARSy kind, as JSON, built once.
-pub fn schemas() -> &'static BTreeMap<String, Value> {
-    static SCHEMAS: OnceLock<BTreeMap<String, Value>> = OnceLock::new();
-    SCHEMAS.get_or_init(|| {
-        crate::all_crds()
-            .into_iter()
-            .filter_map(|crd| {
-                let schema = crd
-                    .spec
-                    .versions
-                    .first()?
-                    .schema
-                    .as_ref()?
-                    .open_api_v3_schema
-                    .as_ref()?;
-                Some((
-                    crd.spec.names.kind.clone(),
-                    serde_json::to_value(schema).ok()?,
-                ))
-            })
-            .collect()
-    })
+/// One kind's schema, as JSON, and its CEL rules compiled.
+struct KindSchema {
+    schema: Value,
+    rules: kube::core::cel::CompiledSchema,
+}
+
+/// Builds a kind's CustomResourceDefinition.
+type CrdFn =
+    fn() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+/// The TARSy kinds and their CRDs.
+const KINDS: [(&str, CrdFn); 6] = [
+    ("Alert", <crate::Alert as kube::CustomResourceExt>::crd),
+    ("Chain", <crate::Chain as kube::CustomResourceExt>::crd),
+    (
+        "AgentExecution",
+        <crate::AgentExecution as kube::CustomResourceExt>::crd,
+    ),
+    ("Agent", <crate::Agent as kube::CustomResourceExt>::crd),
+    (
+        "MCPServer",
+        <crate::MCPServer as kube::CustomResourceExt>::crd,
+    ),
+    (
+        "LLMProvider",
+        <crate::LLMProvider as kube::CustomResourceExt>::crd,
+    ),
+];
+
+/// Each kind's schema, built on first use of that kind: generating a CRD
+/// schema and compiling its CEL rules takes milliseconds, and a process
+/// usually validates a few kinds only (start-up of `tarsy investigate`).
+fn kind_schema(kind: &str) -> Option<&'static KindSchema> {
+    static CACHE: [OnceLock<Option<KindSchema>>; KINDS.len()] =
+        [const { OnceLock::new() }; KINDS.len()];
+    let index = KINDS.iter().position(|(name, _)| *name == kind)?;
+    CACHE[index]
+        .get_or_init(|| {
+            let crd = (KINDS[index].1)();
+            let schema = crd
+                .spec
+                .versions
+                .first()?
+                .schema
+                .as_ref()?
+                .open_api_v3_schema
+                .as_ref()?;
+            let schema = serde_json::to_value(schema).ok()?;
+            let rules = kube::core::cel::compile_schema(&schema);
+            Some(KindSchema { schema, rules })
+        })
+        .as_ref()
+}
+
+/// Starts building the schemas of `kinds` on a background thread, in the
+/// order given, so that validation on the caller's thread (which takes the
+/// kinds in its own order) finds them ready or being built: a kind is built
+/// once, by whichever thread asks first.
+pub fn precompile(kinds: &'static [&'static str]) {
+    // Only a head start: when no thread can be spawned, validation builds
+    // the schemas on first use anyway.
+    let _ = std::thread::Builder::new()
+        .name("crd-schemas".into())
+        .spawn(move || {
+            for kind in kinds {
+                let _ = kind_schema(kind);
+            }
+        });
+}
+
+/// The openAPIV3Schema of each TARSy kind, as JSON.
+pub fn schemas() -> BTreeMap<String, Value> {
+    KINDS
+        .iter()
+        .filter_map(|(kind, _)| Some((kind.to_string(), kind_schema(kind)?.schema.clone())))
+        .collect()
 }
 
 /// The schema of `kind`, if it is a TARSy kind.
 pub fn schema_for(kind: &str) -> Option<&'static Value> {
-    schemas().get(kind)
+    kind_schema(kind).map(|k| &k.schema)
 }
 
 /// Validates a whole object (`apiVersion`, `kind`, `metadata`, `spec`,
@@ -66,15 +120,18 @@ pub fn validate_object(value: &Value, old: Option<&Value>) -> Result<(), Vec<Vio
         .get("kind")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let Some(schema) = schema_for(kind) else {
+    let Some(compiled) = kind_schema(kind) else {
+        let mut kinds: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
+        kinds.sort_unstable();
         return Err(vec![Violation {
             path: "kind".into(),
             message: format!(
                 "unknown kind {kind:?}; expected one of: {}",
-                schemas().keys().cloned().collect::<Vec<_>>().join(", ")
+                kinds.join(", ")
             ),
         }]);
     };
+    let schema = &compiled.schema;
     let mut violations = Vec::new();
     let api_version = value.get("apiVersion").and_then(Value::as_str);
     if api_version != Some(crate::API_VERSION) {
@@ -107,7 +164,9 @@ pub fn validate_object(value: &Value, old: Option<&Value>) -> Result<(), Vec<Vio
     }
     violations.extend(check_structure(schema, &body));
     if violations.is_empty() {
-        violations.extend(check_cel(schema, value, old));
+        violations.extend(cel_violations(
+            kube::core::cel::Validator::new().validate_compiled(&compiled.rules, value, old),
+        ));
     }
     if violations.is_empty() {
         Ok(())
@@ -118,7 +177,11 @@ pub fn validate_object(value: &Value, old: Option<&Value>) -> Result<(), Vec<Vio
 
 /// Evaluates the schema's CEL rules against `value` (`old` for transition rules).
 pub fn check_cel(schema: &Value, value: &Value, old: Option<&Value>) -> Vec<Violation> {
-    match kube::core::cel::Validator::new().validate(schema, value, old) {
+    cel_violations(kube::core::cel::Validator::new().validate(schema, value, old))
+}
+
+fn cel_violations(result: Result<(), kube::core::cel::ValidationErrors>) -> Vec<Violation> {
+    match result {
         Ok(()) => Vec::new(),
         Err(errors) => errors
             .into_vec()

@@ -180,7 +180,7 @@ fn all_rules() -> Vec<(String, String, String)> {
         }
     }
     let mut out = Vec::new();
-    for (kind, schema) in schemas() {
+    for (kind, schema) in &schemas() {
         walk(kind, schema, &mut out);
     }
     out
@@ -239,7 +239,7 @@ fn every_cel_rule_compiles_within_the_cost_budget() {
         }
     }
     let mut problems = Vec::new();
-    for (kind, schema) in schemas() {
+    for (kind, schema) in &schemas() {
         walk(kind, schema, &mut problems);
     }
     assert!(problems.is_empty(), "{problems:#?}");

@@ -126,7 +126,7 @@ fn every_field_has_a_description() {
     }
     let mut missing = Vec::new();
     let mut seen = 0;
-    for (kind, schema) in schemas() {
+    for (kind, schema) in &schemas() {
         walk(kind, schema, &mut missing, &mut seen);
     }
     assert!(seen > 200, "only {seen} fields walked");
@@ -172,7 +172,7 @@ fn schemas_are_structural() {
         }
     }
     let mut problems = Vec::new();
-    for (kind, schema) in schemas() {
+    for (kind, schema) in &schemas() {
         walk(kind, schema, &mut problems);
     }
     assert!(problems.is_empty(), "{problems:#?}");

@@ -23,7 +23,7 @@ VIRTUAL_DIR = "tarsy_llm/proto"
 
 def generate(proto_dir: Path = DEFAULT_PROTO_DIR, out_dir: Path = OUT_DIR) -> list[Path]:
     """Runs protoc (from grpcio-tools) and returns the generated files."""
-    from grpc_tools import protoc  # noqa: PLC0415 - only needed when generating
+    from grpc_tools import protoc
 
     proto_file = proto_dir / PROTO_NAME
     if not proto_file.is_file():

@@ -8,11 +8,19 @@
 //! service really sent over the wire. Anything else, and a request with no
 //! reply left, gets an error answer that names the problem (and is recorded
 //! too), so a mis-scripted test fails loudly instead of hanging.
+//!
+//! [`FakeOptions`] choose how the socket and the stream behave (for the
+//! overhead benchmark): whether accepted connections set `TCP_NODELAY` (real
+//! providers' servers do; a server that leaves Nagle on exposes delayed-ACK
+//! stalls in the client), and whether each event is written on its own, as a
+//! provider streaming tokens does. [`FakeOpenAi::timings`] tells when each
+//! request arrived and when its answer was handed to the socket.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -163,10 +171,43 @@ impl RecordedRequest {
     }
 }
 
+/// How the endpoint's sockets and streams behave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FakeOptions {
+    /// Set `TCP_NODELAY` on accepted connections (as real providers' servers
+    /// do). Off, small writes wait for the client's ACK of the previous one.
+    pub nodelay: bool,
+    /// Write every event of a streamed answer separately (yielding to the
+    /// runtime between events), as a provider streaming tokens does; off,
+    /// the whole answer may leave in one write.
+    pub write_each_event: bool,
+}
+
+impl Default for FakeOptions {
+    fn default() -> Self {
+        Self {
+            nodelay: true,
+            write_each_event: false,
+        }
+    }
+}
+
+/// When one request was served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestTiming {
+    /// The request (headers and body) had been read.
+    pub received: Instant,
+    /// The last byte of the answer was handed to the connection (`None`
+    /// while it is being written).
+    pub answered: Option<Instant>,
+}
+
 #[derive(Default)]
 struct Shared {
+    options: FakeOptions,
     replies: Mutex<VecDeque<FakeReply>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    timings: Mutex<Vec<RequestTiming>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -183,10 +224,25 @@ pub struct FakeOpenAi {
 impl FakeOpenAi {
     /// Binds `127.0.0.1:0` and serves in the background.
     pub async fn start() -> std::io::Result<Self> {
+        Self::start_with(FakeOptions::default()).await
+    }
+
+    /// Like [`FakeOpenAi::start`], with explicit socket and stream behaviour.
+    pub async fn start_with(options: FakeOptions) -> std::io::Result<Self> {
+        use axum::serve::ListenerExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            options,
+            ..Shared::default()
+        });
         let app = Router::new().fallback(handle).with_state(shared.clone());
+        let nodelay = options.nodelay;
+        let listener = listener.tap_io(move |tcp| {
+            if let Err(e) = tcp.set_nodelay(nodelay) {
+                eprintln!("fake OpenAI endpoint: cannot set TCP_NODELAY: {e}");
+            }
+        });
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 eprintln!("fake OpenAI endpoint stopped: {e}");
@@ -211,6 +267,11 @@ impl FakeOpenAi {
         lock(&self.shared.requests).clone()
     }
 
+    /// When each request so far arrived and was answered, in order.
+    pub fn timings(&self) -> Vec<RequestTiming> {
+        lock(&self.shared.timings).clone()
+    }
+
     /// Replies queued but not used.
     pub fn unused_replies(&self) -> usize {
         lock(&self.shared.replies).len()
@@ -230,6 +291,39 @@ async fn handle(
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
+) -> Response {
+    let received = Instant::now();
+    let slot = {
+        let mut timings = lock(&shared.timings);
+        timings.push(RequestTiming {
+            received,
+            answered: None,
+        });
+        timings.len() - 1
+    };
+    let response = answer(&shared, method, uri, headers, body, slot);
+    // Error answers are written whole at once.
+    if response.headers().get(header::CONTENT_TYPE)
+        != Some(&header::HeaderValue::from_static("text/event-stream"))
+    {
+        mark_answered(&shared, slot);
+    }
+    response
+}
+
+fn mark_answered(shared: &Shared, slot: usize) {
+    if let Some(t) = lock(&shared.timings).get_mut(slot) {
+        t.answered = Some(Instant::now());
+    }
+}
+
+fn answer(
+    shared: &Arc<Shared>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+    slot: usize,
 ) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let model = body["model"].as_str().unwrap_or("fake-model").to_string();
@@ -278,12 +372,34 @@ async fn handle(
                 })
                 .chain(std::iter::once(Ok(Bytes::from_static(b"data: [DONE]\n\n"))))
                 .collect();
+            let each = shared.options.write_each_event;
+            let done = shared.clone();
+            let events = futures::stream::unfold(
+                (events.into_iter(), false),
+                move |(mut rest, first_sent)| {
+                    let done = done.clone();
+                    async move {
+                        // Yielding makes hyper flush what it has buffered:
+                        // one write per event, as a token stream arrives.
+                        if each && first_sent {
+                            tokio::task::yield_now().await;
+                        }
+                        match rest.next() {
+                            Some(event) => Some((event, (rest, true))),
+                            None => {
+                                mark_answered(&done, slot);
+                                None
+                            }
+                        }
+                    }
+                },
+            );
             (
                 [
                     (header::CONTENT_TYPE, "text/event-stream"),
                     (header::CACHE_CONTROL, "no-cache"),
                 ],
-                Body::from_stream(futures::stream::iter(events)),
+                Body::from_stream(events),
             )
                 .into_response()
         }

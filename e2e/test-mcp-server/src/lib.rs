@@ -277,6 +277,11 @@ pub async fn spawn_http(addr: SocketAddr) -> std::io::Result<HttpServer> {
     let cancel = CancellationToken::new();
     let router = http_router(cancel.child_token());
     let shutdown = cancel.clone();
+    // As MCP servers written in Go, Python or Node do: small answers leave
+    // without waiting for the client's ACK of the previous write.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, router)
             .with_graceful_shutdown(shutdown.cancelled_owned())

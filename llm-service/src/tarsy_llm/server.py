@@ -23,7 +23,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from . import __version__
 from .logs import setup_logging
 from .proto import llm_service_pb2_grpc as pb_grpc
-from .providers.registry import ProviderRegistry, default_registry
+from .providers.base import ALL
+from .providers.registry import PreloadError, ProviderRegistry, default_registry, parse_preload
 from .servicer import LLMServicer
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ ENV_LISTEN = "TARSY_LLM_LISTEN"
 ENV_LOG_LEVEL = "TARSY_LLM_LOG_LEVEL"
 ENV_SHUTDOWN_GRACE = "TARSY_LLM_SHUTDOWN_GRACE_SECONDS"
 ENV_MAX_MESSAGE_BYTES = "TARSY_LLM_MAX_MESSAGE_BYTES"
+ENV_PRELOAD = "TARSY_LLM_PRELOAD"
 SERVICE_NAME = "llm.v1.LLMService"
 DEFAULT_SHUTDOWN_GRACE = 25.0
 # Requests carry the whole conversation, tool results included: far above
@@ -129,8 +131,14 @@ async def run(
     max_message_bytes: int,
     registry: ProviderRegistry | None = None,
     stop_event: asyncio.Event | None = None,
+    preload: frozenset[str] = ALL,
 ) -> None:
-    """Serves until SIGTERM/SIGINT (or ``stop_event``), then shuts down gracefully."""
+    """Serves until SIGTERM/SIGINT (or ``stop_event``), then shuts down gracefully.
+
+    The libraries of the ``preload`` provider types are imported before the
+    server listens and reports SERVING: a call to any of them is fast from the
+    first one on (the others load on their first call).
+    """
     # Handlers first: a signal that arrives while providers load must still
     # lead to an orderly exit.
     stop = stop_event or asyncio.Event()
@@ -138,7 +146,7 @@ async def run(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     registry = registry or default_registry()
-    registry.prewarm(os.environ)
+    registry.prewarm(os.environ, preload)
     server = LLMServer(listen, registry, max_message_bytes=max_message_bytes)
     await server.start()
     await stop.wait()
@@ -164,6 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"seconds running calls get on shutdown (env {ENV_SHUTDOWN_GRACE}; "
         f"default {DEFAULT_SHUTDOWN_GRACE:g})",
     )
+    parser.add_argument(
+        "--preload",
+        help=f"provider types whose libraries load before the service reports ready: all, "
+        f"none, or a comma-separated list of openai, anthropic, xai, google, vertexai "
+        f"(env {ENV_PRELOAD}; default all)",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = parser.parse_args(argv)
     setup_logging(args.log_level or os.environ.get(ENV_LOG_LEVEL, "INFO"))
@@ -175,7 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             else _env_float(os.environ, ENV_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_GRACE)
         )
         max_bytes = int(_env_float(os.environ, ENV_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES))
-        asyncio.run(run(listen, grace=grace, max_message_bytes=max_bytes))
+        try:
+            preload = parse_preload(
+                args.preload if args.preload is not None else os.environ.get(ENV_PRELOAD, "")
+            )
+        except PreloadError as exc:
+            raise ConfigError(str(exc)) from exc
+        asyncio.run(run(listen, grace=grace, max_message_bytes=max_bytes, preload=preload))
     except ConfigError as exc:
         log.error("invalid configuration", extra={"error": str(exc)})
         return 2

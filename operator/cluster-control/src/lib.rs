@@ -159,7 +159,7 @@ impl KubeSessionControl {
         let row = new_session(
             uid,
             chain,
-            &tarsy_crds::contract::submission_of(alert),
+            &tarsy_crds::contract::submission_of(alert, ""),
             self.alert_masker.as_ref(),
         );
         self.store.create_session(row).await.map(|c| c.created)

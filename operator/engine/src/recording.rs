@@ -21,9 +21,18 @@
 //! batches (see `APPEND_FLUSH_BYTES`): completion stores the full text
 //! anyway, and a chunk-per-write would put a storage round trip on every
 //! token.
+//!
+//! A [`Recorder::pipelined`] recorder (the engine's) publishes through an
+//! ordered queue served by its own task: publishing is best effort anyway
+//! (the records are stored first), and the event's own write (a stored
+//! event, a NOTIFY) then overlaps the next step instead of delaying it. The
+//! order of the events is kept; [`Recorder::flush`] waits until all are out.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use serde_json::Value;
 use tarsy_core::recorder::session_channel;
@@ -53,14 +62,44 @@ pub struct EventHandle {
     last_flush: Instant,
 }
 
+/// Events a pipelined recorder may have waiting before publishing makes it
+/// wait (a model streaming faster than events can be delivered).
+const PIPELINE_DEPTH: usize = 1024;
+
+/// An event on its way to the publisher.
+enum Outgoing {
+    Persistent(StreamEvent),
+    Transient(StreamEvent),
+}
+
+/// The ordered queue of a pipelined recorder and the task serving it.
+struct Pipeline {
+    tx: mpsc::Sender<Outgoing>,
+    task: JoinHandle<()>,
+}
+
 /// Writes one execution's records and publishes its events.
 pub struct Recorder {
     scope: RecordScope,
     channel: String,
     store: Arc<dyn ExecutionRecorder>,
     publisher: Arc<dyn EventPublisher>,
+    pipeline: Option<Pipeline>,
     event_seq: i64,
     message_seq: i64,
+}
+
+/// Publishes one event, logging (not returning) a failure: live delivery is
+/// best effort, the record is stored already.
+async fn deliver(publisher: &dyn EventPublisher, channel: &str, session_id: &str, event: Outgoing) {
+    match event {
+        Outgoing::Persistent(e) => {
+            if let Err(err) = publisher.publish(channel, &e).await {
+                tracing::warn!(%session_id, error = %err, "event publish failed");
+            }
+        }
+        Outgoing::Transient(e) => publisher.publish_transient(channel, &e).await,
+    }
 }
 
 impl Recorder {
@@ -75,8 +114,42 @@ impl Recorder {
             scope,
             store,
             publisher,
+            pipeline: None,
             event_seq: 0,
             message_seq: 0,
+        }
+    }
+
+    /// Like [`Recorder::new`], publishing through an ordered queue served by
+    /// a task of its own (see the module documentation). Call
+    /// [`Recorder::flush`] before anything that must come after its events.
+    pub fn pipelined(
+        scope: RecordScope,
+        store: Arc<dyn ExecutionRecorder>,
+        publisher: Arc<dyn EventPublisher>,
+    ) -> Self {
+        let mut recorder = Self::new(scope, store, publisher);
+        let (tx, mut rx) = mpsc::channel(PIPELINE_DEPTH);
+        let publisher = recorder.publisher.clone();
+        let channel = recorder.channel.clone();
+        let session_id = recorder.scope.session_id.clone();
+        let task = tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                deliver(publisher.as_ref(), &channel, &session_id, event).await;
+            }
+        });
+        recorder.pipeline = Some(Pipeline { tx, task });
+        recorder
+    }
+
+    /// Waits until every queued event is published; later events are
+    /// published directly. A no-op for a recorder that is not pipelined.
+    pub async fn flush(&mut self) {
+        if let Some(Pipeline { tx, task }) = self.pipeline.take() {
+            drop(tx);
+            if let Err(e) = task.await {
+                tracing::warn!(session_id = %self.scope.session_id, error = %e, "event publisher task failed");
+            }
         }
     }
 
@@ -86,10 +159,25 @@ impl Recorder {
     }
 
     async fn publish(&self, event: StreamEvent) {
-        if let Err(e) = self.publisher.publish(&self.channel, &event).await {
-            // Live delivery is best effort: the record is stored already.
-            tracing::warn!(session_id = %self.scope.session_id, error = %e, "event publish failed");
-        }
+        self.send(Outgoing::Persistent(event)).await;
+    }
+
+    async fn send(&self, event: Outgoing) {
+        let event = match &self.pipeline {
+            Some(p) => match p.tx.send(event).await {
+                Ok(()) => return,
+                // The task is gone (a panic in a publisher): publish here.
+                Err(mpsc::error::SendError(event)) => event,
+            },
+            None => event,
+        };
+        deliver(
+            self.publisher.as_ref(),
+            &self.channel,
+            &self.scope.session_id,
+            event,
+        )
+        .await;
     }
 
     /// Creates an event (streaming or already final) and announces it.
@@ -159,19 +247,15 @@ impl Recorder {
         }
         handle.content.push_str(delta);
         handle.pending.push_str(delta);
-        self.publisher
-            .publish_transient(
-                &self.channel,
-                &StreamEvent::StreamChunk {
-                    event_id: handle.id.clone(),
-                    session_id: self.scope.session_id.clone(),
-                    execution_id: self.scope.execution_id.clone(),
-                    event_type: handle.event_type,
-                    delta: delta.to_string(),
-                    timestamp: timestamp(),
-                },
-            )
-            .await;
+        self.send(Outgoing::Transient(StreamEvent::StreamChunk {
+            event_id: handle.id.clone(),
+            session_id: self.scope.session_id.clone(),
+            execution_id: self.scope.execution_id.clone(),
+            event_type: handle.event_type,
+            delta: delta.to_string(),
+            timestamp: timestamp(),
+        }))
+        .await;
         if handle.pending.len() >= APPEND_FLUSH_BYTES
             || handle.last_flush.elapsed() >= APPEND_FLUSH_INTERVAL
         {

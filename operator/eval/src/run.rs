@@ -316,7 +316,7 @@ async fn drive(
     config: &Config,
     app: &LocalApp,
 ) -> Result<CaseResult, EvalError> {
-    let mut alert = tarsy_local::alert_submission(case.alert.clone(), "tarsy-eval");
+    let mut alert = tarsy_crds::contract::submission_of(&case.alert, "tarsy-eval");
     if case.chain.is_some() {
         alert.chain = case.chain.clone();
     }

@@ -167,6 +167,10 @@ impl Launcher {
         let mcp_started = StdInstant::now();
         let opened = self.open_tools(&a).await;
         let mcp_init = mcp_started.elapsed();
+        tracing::debug!(
+            mcp_init_ms = mcp_init.as_secs_f64() * 1000.0,
+            "MCP sessions open"
+        );
         let (tools, mcp_tools, failed) = match opened {
             Ok(t) => t,
             Err(result) => {

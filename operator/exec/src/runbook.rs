@@ -8,14 +8,22 @@ use tarsy_engine::runbook::{
 
 /// Downloads runbooks over HTTP(S).
 pub struct HttpRunbookFetcher {
-    client: reqwest::Client,
+    /// Built on the first download: building it loads the platform's TLS
+    /// root store, which most processes (no runbook URL) never need.
+    client: std::sync::OnceLock<reqwest::Client>,
+}
+
+impl HttpRunbookFetcher {
+    fn client(&self) -> &reqwest::Client {
+        self.client.get_or_init(reqwest::Client::new)
+    }
 }
 
 #[async_trait]
 impl RunbookFetcher for HttpRunbookFetcher {
     async fn fetch(&self, url: &str) -> Result<String, RunbookError> {
         let response = self
-            .client
+            .client()
             .get(url)
             .send()
             .await
@@ -36,7 +44,7 @@ pub type Runbooks = CachingRunbookSource<HttpRunbookFetcher>;
 pub fn runbook_source(allowed_domains: &[String]) -> Runbooks {
     CachingRunbookSource::new(
         HttpRunbookFetcher {
-            client: reqwest::Client::new(),
+            client: std::sync::OnceLock::new(),
         },
         RunbookSettings {
             allowed_domains: DomainAllowList::new(allowed_domains),

@@ -31,6 +31,10 @@ use crate::error::{Result, SessionError};
 use crate::runtime::{DriverSettings, Runtime};
 use crate::stdio;
 
+/// How often [`LocalApp::wait_for_terminal`] reads a session that this
+/// process does not drive (nothing here wakes it when another process ends it).
+const OTHER_PROCESS_RECHECK: Duration = Duration::from_millis(250);
+
 /// How to start local mode.
 pub struct LocalOptions {
     /// The configuration (see `tarsy_config::load_dir`).
@@ -87,33 +91,6 @@ impl LocalOptions {
             recover: true,
             tarsy_exe: None,
         }
-    }
-}
-
-/// An `Alert` manifest as a local submission; `default_author` when the
-/// manifest names none.
-pub fn alert_submission(
-    alert: tarsy_crds::Alert,
-    default_author: &str,
-) -> tarsy_core::control::NewAlert {
-    let spec = alert.spec;
-    tarsy_core::control::NewAlert {
-        alert_type: spec.alert_type,
-        data: spec.data,
-        chain: spec.chain_ref,
-        runbook_url: spec.runbook_url,
-        mcp_selection: spec.mcp_selection.map(|s| tarsy_core::McpSelection {
-            servers: s
-                .servers
-                .into_iter()
-                .map(|srv| tarsy_core::McpServerSelection {
-                    name: srv.name,
-                    tools: srv.tools,
-                })
-                .collect(),
-            native_tools: s.native_tools,
-        }),
-        author: spec.author.unwrap_or_else(|| default_author.to_owned()),
     }
 }
 
@@ -300,6 +277,7 @@ impl LocalApp {
             running: Mutex::new(HashMap::new()),
             chats: Mutex::new(HashMap::new()),
             admission: Notify::new(),
+            released: Notify::new(),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
         });
@@ -420,11 +398,17 @@ impl LocalApp {
         self.rt.llm.subscribe_calls()
     }
 
-    /// Polls until the session is terminal (or `timeout` passes) and returns
-    /// it as stored.
+    /// Waits until the session is terminal and no longer driven by this
+    /// process (or `timeout` passes) and returns it as stored. Woken when a
+    /// session's loop lets go of it, so it returns as soon as that happens.
     pub async fn wait_for_terminal(&self, session_id: &str, timeout: Duration) -> Result<Session> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
+            // Registered before the check: a release between the check and
+            // the wait is not missed.
+            let released = self.rt.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
             let session = self.rt.store.get_session(session_id).await?;
             if session.status.is_terminal() && !self.rt.is_driving(session_id) {
                 return Ok(session);
@@ -436,7 +420,13 @@ impl LocalApp {
                     timeout.as_secs()
                 )));
             }
-            tokio::time::sleep(Duration::from_millis(25)).await;
+            // A session driven by another process is never released here:
+            // it is read again now and then.
+            let recheck = (tokio::time::Instant::now() + OTHER_PROCESS_RECHECK).min(deadline);
+            tokio::select! {
+                _ = released => {}
+                _ = tokio::time::sleep_until(recheck) => {}
+            }
         }
     }
 

@@ -53,6 +53,8 @@ impl LocalControl {
             self.rt
                 .publish_session_status(session_id, SessionStatus::Cancelled)
                 .await;
+            // Never driven, so never released by a loop: wake the waiters here.
+            self.rt.released.notify_waiters();
             return Ok(Some(SessionStatus::Cancelled));
         }
         if store

@@ -54,7 +54,7 @@ mod session_loop;
 pub mod stdio;
 mod view;
 
-pub use app::{LocalApp, LocalOptions, alert_submission, default_pod_id};
+pub use app::{LocalApp, LocalOptions, default_pod_id};
 pub use control::LocalControl;
 pub use error::{Result, SessionError};
 pub use runtime::DriverSettings;

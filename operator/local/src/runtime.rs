@@ -80,6 +80,8 @@ pub(crate) struct Runtime {
     pub(crate) chats: Mutex<HashMap<String, ActiveChat>>,
     /// Wakes the admission loop (a session was submitted or ended).
     pub(crate) admission: Notify,
+    /// Wakes everyone waiting for a session to be let go of (its loop ended).
+    pub(crate) released: Notify,
     pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
 }

@@ -62,6 +62,7 @@ pub(crate) async fn drive(rt: Arc<Runtime>, session_id: String, wake: Arc<Notify
         fail_session(&rt, &session_id, &format!("orchestration error: {e}")).await;
     }
     lock(&rt.running).remove(&session_id);
+    rt.released.notify_waiters();
     rt.admission.notify_one();
 }
 

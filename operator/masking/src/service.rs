@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 
@@ -15,7 +15,7 @@ use crate::pattern::{CompiledPattern, builtin_filter};
 /// Masks MCP tool results (fail-closed) and alert data (fail-open).
 ///
 /// Built once at startup from every server's [`MaskingConfig`]; all regexes
-/// are compiled then, none on the hot path. Cheap to share (`Arc`), thread
+/// are compiled by then (built-ins once per process), none on the hot path. Cheap to share (`Arc`), thread
 /// safe, and holds no state besides the compiled patterns.
 #[derive(Debug)]
 pub struct MaskingService {
@@ -46,30 +46,24 @@ enum ApplyError {
     Panic,
 }
 
-impl MaskingService {
-    /// Compiles every built-in pattern and each server's selection.
-    ///
-    /// Servers absent from `servers`, or present with `enabled: false`, get
-    /// no masking. Fails on the first unknown group or pattern name or
-    /// invalid custom pattern, naming the server and field.
-    pub fn new(
-        servers: impl IntoIterator<Item = (String, MaskingConfig)>,
-        alert: AlertMaskingConfig,
-    ) -> Result<Self, MaskingError> {
+/// The built-in maskers, compiled once per process.
+struct Builtins {
+    kubernetes: Arc<KubernetesSecretMasker>,
+    patterns: Vec<(&'static str, Arc<CompiledPattern>)>,
+}
+
+/// Compiles the built-in maskers on first use and keeps them: compiling
+/// them takes milliseconds (the largest part of `tarsy investigate`'s
+/// start-up), and they never change.
+fn builtins() -> Result<&'static Builtins, MaskingError> {
+    static BUILTINS: OnceLock<Result<Builtins, (String, regex::Error)>> = OnceLock::new();
+    let compiled = BUILTINS.get_or_init(|| {
         let kubernetes =
-            Arc::new(
-                KubernetesSecretMasker::new().map_err(|source| MaskingError::Builtin {
-                    name: KUBERNETES_SECRET.to_owned(),
-                    source,
-                })?,
-            );
-        let mut compiled = Vec::with_capacity(builtin::PATTERNS.len());
+            KubernetesSecretMasker::new().map_err(|e| (KUBERNETES_SECRET.to_owned(), e))?;
+        let mut patterns = Vec::with_capacity(builtin::PATTERNS.len());
         for p in builtin::PATTERNS {
-            let regex = Regex::new(p.regex).map_err(|source| MaskingError::Builtin {
-                name: p.name.to_owned(),
-                source,
-            })?;
-            compiled.push((
+            let regex = Regex::new(p.regex).map_err(|e| (p.name.to_owned(), e))?;
+            patterns.push((
                 p.name,
                 Arc::new(CompiledPattern::new(
                     p.name,
@@ -79,8 +73,50 @@ impl MaskingService {
                 )),
             ));
         }
+        Ok(Builtins {
+            kubernetes: Arc::new(kubernetes),
+            patterns,
+        })
+    });
+    compiled
+        .as_ref()
+        .map_err(|(name, source)| MaskingError::Builtin {
+            name: name.clone(),
+            source: source.clone(),
+        })
+}
+
+/// Starts compiling the built-in maskers on a background thread, so that a
+/// [`MaskingService`] built later (after the configuration is loaded) finds
+/// them ready. Optional: without it the first `MaskingService::new`
+/// compiles them.
+pub fn precompile_builtins() {
+    let spawned = std::thread::Builder::new()
+        .name("masking-compile".into())
+        .spawn(|| {
+            let _ = builtins();
+        });
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, "cannot compile masking patterns ahead; compiled on first use");
+    }
+}
+
+impl MaskingService {
+    /// Compiles each server's selection (the built-in patterns are compiled
+    /// once per process and shared).
+    ///
+    /// Servers absent from `servers`, or present with `enabled: false`, get
+    /// no masking. Fails on the first unknown group or pattern name or
+    /// invalid custom pattern, naming the server and field.
+    pub fn new(
+        servers: impl IntoIterator<Item = (String, MaskingConfig)>,
+        alert: AlertMaskingConfig,
+    ) -> Result<Self, MaskingError> {
+        let builtins = builtins()?;
+        let kubernetes = &builtins.kubernetes;
+        let compiled = &builtins.patterns;
         let plan_for = |sel: Selection| Plan {
-            kubernetes: sel.kubernetes.then(|| Arc::clone(&kubernetes)),
+            kubernetes: sel.kubernetes.then(|| Arc::clone(kubernetes)),
             // Custom patterns first: they are the operator's precise
             // knowledge and must see the text before generic sweeps.
             patterns: sel

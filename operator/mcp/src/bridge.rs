@@ -223,6 +223,11 @@ pub async fn start(config: BridgeConfig) -> Result<RunningBridge, BridgeError> {
     let service: StreamableHttpService<Proxy, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(proxy.clone()), Arc::default(), http_config);
     let router = axum::Router::new().nest_service(MCP_PATH, service);
+    // Small answers leave at once instead of waiting for the client's ACK of
+    // the previous write (the client keeps its connections alive).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let server = {
         let serving = serving.clone();
         tokio::spawn(async move {

@@ -245,7 +245,7 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
         out.store.push(StoreOp::CreateSession(new_session(
             uid.clone(),
             &chain.name,
-            &submission_of(alert),
+            &submission_of(alert, ""),
             inputs.alert_masker,
         )));
     }

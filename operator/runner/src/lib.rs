@@ -76,6 +76,10 @@ pub struct RunnerOptions {
     pub database_retry: Duration,
     /// How often progress is written to the status at most.
     pub status_interval: Duration,
+    /// When the process started: the origin of
+    /// [`RunReport::first_llm_request`] (the binary sets it first thing;
+    /// [`RunnerOptions::new`] takes the time it is called).
+    pub started: Instant,
 }
 
 impl RunnerOptions {
@@ -97,6 +101,7 @@ impl RunnerOptions {
             script_dir: PathBuf::from("."),
             database_retry: Duration::from_secs(30),
             status_interval: Duration::from_millis(500),
+            started: Instant::now(),
         }
     }
 }
@@ -106,8 +111,9 @@ impl RunnerOptions {
 pub struct RunReport {
     /// The terminal phase recorded.
     pub phase: ExecutionPhase,
-    /// Time from the start of [`run`] to the first LLM request, MCP
-    /// initialisation excluded (none when no LLM call was made).
+    /// Time from the process start ([`RunnerOptions::started`]) to the
+    /// first LLM request, MCP initialisation excluded (none when no LLM call
+    /// was made).
     pub first_llm_request: Option<Duration>,
     /// Time spent opening MCP sessions.
     pub mcp_init: Duration,
@@ -121,7 +127,7 @@ pub async fn run(
     options: RunnerOptions,
     cancel: CancellationToken,
 ) -> Result<RunReport, RunnerError> {
-    let t0 = Instant::now();
+    let t0 = options.started;
     let api: Api<AgentExecution> = Api::namespaced(client.clone(), &options.namespace);
     let writer = StatusWriter {
         api: api.clone(),

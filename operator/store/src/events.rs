@@ -37,6 +37,23 @@ impl EventNotification {
             .map_err(|e| StoreError::InvalidInput(format!("not an event notification: {e}")))
     }
 
+    /// The NOTIFY body of a stored event in two pieces, to be joined around
+    /// its id (decimal): the same text [`EventNotification::encode`] makes.
+    /// Room is kept for the longest id, so a payload within 20 bytes of the
+    /// limit is announced by id only.
+    fn encode_around_id(payload: &Value) -> Result<(String, String)> {
+        const HEAD: &str = r#"{"event_id":"#;
+        const LONGEST_ID: usize = 20;
+        let body = serde_json::to_string(payload)
+            .map_err(|e| StoreError::InvalidInput(format!("event payload: {e}")))?;
+        let tail = format!(r#","payload":{body}}}"#);
+        if HEAD.len() + LONGEST_ID + tail.len() <= NOTIFY_PAYLOAD_LIMIT {
+            Ok((HEAD.to_string(), tail))
+        } else {
+            Ok((HEAD.to_string(), r#","truncated":true}"#.to_string()))
+        }
+    }
+
     /// Serialises for NOTIFY, dropping the payload if it would not fit.
     fn encode(event_id: Option<i64>, payload: &Value) -> Result<Option<String>> {
         let full = Self {
@@ -147,11 +164,30 @@ impl Store {
         payload: Value,
     ) -> Result<i64> {
         match &self.db {
+            // One statement (one round trip, atomic like a transaction):
+            // the insert and its NOTIFY, whose body needs the new id, so the
+            // body is sent in two pieces that Postgres joins around it.
             Db::Postgres(_) => {
-                let mut tx = self.db.begin().await?;
-                let id = insert_event_in(&mut tx, session_id, channel, payload).await?;
-                tx.commit().await?;
-                Ok(id)
+                if channel.is_empty() {
+                    return Err(StoreError::InvalidInput("event channel is empty".into()));
+                }
+                let (head, tail) = EventNotification::encode_around_id(&payload)?;
+                self.db
+                    .fetch_i64(
+                        Sql::new(
+                            "WITH ins AS (INSERT INTO events (session_id, channel, payload, created_at) \
+                             VALUES ($1, $2, $3, $4) RETURNING id) \
+                             SELECT ins.id FROM ins CROSS JOIN LATERAL \
+                             (SELECT pg_notify($2, $5 || ins.id::text || $6)) AS notified",
+                        )
+                        .bind(session_id)
+                        .bind(channel)
+                        .bind(payload)
+                        .bind(now())
+                        .bind(head)
+                        .bind(tail),
+                    )
+                    .await
             }
             // No notification to pair with: a single autocommit insert.
             Db::Sqlite(_) => {
@@ -250,6 +286,24 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notification_pieces_join_into_the_encoded_body() {
+        let payload = serde_json::json!({"type": "x", "n": 1});
+        let (head, tail) = EventNotification::encode_around_id(&payload).unwrap();
+        let joined = format!("{head}42{tail}");
+        assert_eq!(
+            Some(joined),
+            EventNotification::encode(Some(42), &payload).unwrap()
+        );
+        let big = serde_json::json!({"content": "x".repeat(NOTIFY_PAYLOAD_LIMIT)});
+        let (head, tail) = EventNotification::encode_around_id(&big).unwrap();
+        let parsed = EventNotification::parse(&format!("{head}7{tail}")).unwrap();
+        assert_eq!(
+            (parsed.event_id, parsed.truncated, parsed.payload),
+            (Some(7), true, None)
+        );
+    }
 
     #[test]
     fn small_payloads_travel_whole() {

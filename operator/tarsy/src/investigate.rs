@@ -48,8 +48,9 @@ pub struct InvestigateArgs {
 
 /// Runs the command; true when the investigation completed (the caller
 /// exits non-zero otherwise).
-pub async fn run(args: InvestigateArgs) -> anyhow::Result<bool> {
+pub async fn run(args: InvestigateArgs, started: std::time::Instant) -> anyhow::Result<bool> {
     let config = load_config(&args.config)?;
+    tracing::debug!(ms = ms(started), "configuration loaded");
     let alert = tarsy_config::load_alert_file(&args.alert_file, &tarsy_config::loader::process_env)
         .map_err(|errors| {
             let list: Vec<String> = errors.0.iter().map(|e| format!("  - {e}")).collect();
@@ -70,10 +71,12 @@ pub async fn run(args: InvestigateArgs) -> anyhow::Result<bool> {
     let app = LocalApp::start(options)
         .await
         .context("starting local mode")?;
+    tracing::debug!(ms = ms(started), "local mode started");
     let outcome = follow(
         &app,
-        tarsy_local::alert_submission(alert, "tarsy-cli"),
+        tarsy_crds::contract::submission_of(&alert, "tarsy-cli"),
         args.quiet || args.json,
+        started,
     )
     .await;
     let session = match outcome {
@@ -98,7 +101,12 @@ pub async fn run(args: InvestigateArgs) -> anyhow::Result<bool> {
 }
 
 /// Submits the alert and shows its progress until it ends.
-async fn follow(app: &LocalApp, alert: NewAlert, quiet: bool) -> anyhow::Result<Session> {
+async fn follow(
+    app: &LocalApp,
+    alert: NewAlert,
+    quiet: bool,
+    started: std::time::Instant,
+) -> anyhow::Result<Session> {
     let mut calls = app.llm_calls();
     let accepted = app
         .control()
@@ -106,6 +114,7 @@ async fn follow(app: &LocalApp, alert: NewAlert, quiet: bool) -> anyhow::Result<
         .await
         .map_err(|e| anyhow::anyhow!("the alert was refused: {e}"))?;
     let session_id = accepted.session_id;
+    tracing::debug!(ms = ms(started), "alert submitted");
     let mut progress = Progress::new(app.store().clone(), quiet);
     progress.line(format!(
         "investigating with chain {} (session {session_id})",
@@ -115,6 +124,7 @@ async fn follow(app: &LocalApp, alert: NewAlert, quiet: bool) -> anyhow::Result<
         progress.line(format!("warning: {w}"));
     }
     let mut conn = app.hub().connection();
+    let mut ended = false;
     for msg in conn
         .handle_client(ClientMessage::Subscribe {
             channel: session_channel(&session_id),
@@ -122,14 +132,19 @@ async fn follow(app: &LocalApp, alert: NewAlert, quiet: bool) -> anyhow::Result<
         })
         .await
     {
+        ended |= is_terminal_status(&msg);
         progress.event(&msg).await;
     }
-    let mut poll = tokio::time::interval(Duration::from_millis(250));
-    loop {
+    // The terminal `session.status` event ends the wait; the slow poll only
+    // covers an event the subscription could have dropped (overflow).
+    let mut poll = tokio::time::interval(FALLBACK_POLL);
+    poll.tick().await;
+    while !ended {
         tokio::select! {
             item = conn.recv_bus() => {
                 if let Some(item) = item {
                     for msg in conn.handle_bus(item).await {
+                        ended |= is_terminal_status(&msg);
                         progress.event(&msg).await;
                     }
                 }
@@ -138,18 +153,39 @@ async fn follow(app: &LocalApp, alert: NewAlert, quiet: bool) -> anyhow::Result<
                 if let Ok(n) = notice
                     && n.session_id == session_id
                 {
+                    tracing::debug!(ms = ms(started), "LLM call");
                     progress.llm_call(&n.execution_id).await;
                 }
             }
             _ = poll.tick() => {
-                let session = app.store().get_session(&session_id).await?;
-                if session.status.is_terminal() {
-                    // Let the driver finish its last writes.
-                    return Ok(app.wait_for_terminal(&session_id, Duration::from_secs(30)).await?);
-                }
+                ended = app.store().get_session(&session_id).await?.status.is_terminal();
             }
         }
     }
+    // The driver may still be finishing its last writes; this returns as
+    // soon as it lets go of the session.
+    Ok(app
+        .wait_for_terminal(&session_id, Duration::from_secs(30))
+        .await?)
+}
+
+/// Milliseconds since `started` (start-up phases in the debug log).
+fn ms(started: std::time::Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1000.0
+}
+
+/// How often the session is read while waiting for its terminal event.
+const FALLBACK_POLL: Duration = Duration::from_secs(2);
+
+/// A `session.status` event with a terminal status (the subscription is to
+/// this session's channel only).
+fn is_terminal_status(msg: &Value) -> bool {
+    msg.get("type").and_then(Value::as_str) == Some("session.status")
+        && msg
+            .get("status")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<SessionStatus>().ok())
+            .is_some_and(|s| s.is_terminal())
 }
 
 /// Live progress on stdout, one whole line at a time.

@@ -70,7 +70,19 @@ enum Command {
 
 #[tokio::main]
 async fn main() {
+    let started = std::time::Instant::now();
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Investigate(_) | Command::Serve(_) | Command::Runner(_)
+    ) {
+        // On the second core while the configuration loads: compiling them
+        // is the largest part of start-up. Then the schemas the
+        // configuration is validated against, in the reverse of the order
+        // the loader usually meets them (it builds the others meanwhile).
+        tarsy_masking::precompile_builtins();
+        tarsy_crds::validate::precompile(&["Alert", "Chain", "Agent"]);
+    }
     // The investigate report owns the terminal, and a replay server's
     // stderr is its parent's: only warnings are logged.
     let default_level = match cli.command {
@@ -81,7 +93,7 @@ async fn main() {
         _ => "info",
     };
     init_logging(cli.log_json, default_level);
-    let outcome = run(cli.command).await;
+    let outcome = run(cli.command, started).await;
     // `exit` skips destructors: flush what the report wrote.
     let _ = std::io::Write::flush(&mut std::io::stdout());
     match outcome {
@@ -95,7 +107,7 @@ async fn main() {
 }
 
 /// Runs a subcommand; returns the process exit code.
-async fn run(command: Command) -> anyhow::Result<i32> {
+async fn run(command: Command, started: std::time::Instant) -> anyhow::Result<i32> {
     match command {
         Command::Crdgen { out } => crdgen(&out).map(|()| 0),
         Command::McpBridge(args) => mcp_bridge::run(args).await,
@@ -103,12 +115,12 @@ async fn run(command: Command) -> anyhow::Result<i32> {
         Command::Webhooks(args) => webhooks::run(args).await.map(|()| 0),
         Command::Controller(args) => controller::run(args).await.map(|()| 0),
         Command::Api(args) => api::run(args).await.map(|()| 0),
-        Command::Runner(args) => runner::run(args).await,
+        Command::Runner(args) => runner::run(args, started).await,
         Command::McpReplay(args) => replay::mcp_replay(args).await.map(|()| 0),
         Command::ExportFixture(args) => replay::export_fixture(args).await.map(|()| 0),
         Command::Eval(args) => Ok(if eval::run(args).await? { 0 } else { 1 }),
         Command::Investigate(args) => {
-            let completed = investigate::run(args).await?;
+            let completed = investigate::run(args, started).await?;
             Ok(if completed { 0 } else { 1 })
         }
     }

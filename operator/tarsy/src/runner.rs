@@ -3,7 +3,7 @@
 //! (Completed, Failed, TimedOut or Cancelled alike); 1 when none could be.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -33,8 +33,9 @@ pub struct RunnerArgs {
     database_retry_seconds: u64,
 }
 
-/// Runs the execution; returns the process exit code.
-pub async fn run(args: RunnerArgs) -> anyhow::Result<i32> {
+/// Runs the execution; returns the process exit code. `started` is when
+/// the process started (the origin of the start-up figure it logs).
+pub async fn run(args: RunnerArgs, started: Instant) -> anyhow::Result<i32> {
     let (namespace, name) = tarsy_runner::summary::parse_execution_ref(&args.execution)?;
     let mut options =
         tarsy_runner::RunnerOptions::new(namespace, name, args.database_url, args.llm_addr);
@@ -43,6 +44,7 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<i32> {
     options.bridge_ports = tarsy_runner::summary::parse_ports(&args.bridge_ports)?;
     options.script_dir = args.script_dir;
     options.database_retry = Duration::from_secs(args.database_retry_seconds);
+    options.started = started;
 
     let cancel = CancellationToken::new();
     {

@@ -74,6 +74,41 @@ struct Run {
     _lock: Option<tokio::sync::MutexGuard<'static, ()>>,
 }
 
+/// (first LLM request, MCP init) in ms from a runner's "execution finished"
+/// log line (text or JSON).
+fn startup_figures(line: &str) -> Option<(f64, f64)> {
+    if !line.contains("execution finished") {
+        return None;
+    }
+    // Without the terminal colour codes the text log carries.
+    let mut plain = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    let line = plain.as_str();
+    let field = |name: &str| -> Option<f64> {
+        let rest = &line[line.find(name)? + name.len()..];
+        let rest = rest.trim_start_matches(['"', ':', '=', ' ']);
+        let end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        rest[..end].parse().ok()
+    };
+    Some((
+        field("first_llm_request_ms")?,
+        field("mcp_init_ms").unwrap_or(0.0),
+    ))
+}
+
 /// `KUBECONFIG`, unless it points at the emulator (context `kubeemu`).
 fn real_cluster_kubeconfig() -> Option<PathBuf> {
     let raw = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty())?;
@@ -230,6 +265,51 @@ spec:
     }
 
     /// A progress line (shown when the test fails).
+    /// Prints what each runner logged as its start-up figure (process start
+    /// → first LLM request, MCP initialisation excluded; DESIGN.md §10
+    /// budget ≤ 100 ms in release). Printed, not asserted: a figure, not a
+    /// test. Pods' logs are files under the scratch directory on the
+    /// emulator; on a real cluster they are not read here.
+    fn print_runner_startup(&self) {
+        let mut figures = Vec::new();
+        let mut dirs = vec![self.dir.join("kubelet")];
+        while let Some(dir) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if let Ok(text) = std::fs::read_to_string(&path) {
+                    figures.extend(text.lines().filter_map(startup_figures));
+                }
+            }
+        }
+        if figures.is_empty() {
+            println!(
+                "[{}] runner start → first LLM request: no runner log found",
+                self.name
+            );
+            return;
+        }
+        figures.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let list: Vec<String> = figures
+            .iter()
+            .map(|(first, mcp)| format!("{first:.1} ms (+ MCP init {mcp:.1} ms)"))
+            .collect();
+        println!(
+            "[{}] runner start → first LLM request ({} build), per pod: {}",
+            self.name,
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            },
+            list.join(", ")
+        );
+    }
+
     fn step(&self, what: &str) {
         println!(
             "[{} +{:.1}s] {what}",
@@ -627,6 +707,8 @@ async fn applied_alert_runs_to_completed_through_real_runners() {
             .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready")),
         "the health write keeps the Ready condition: {time_server:?}"
     );
+
+    run.print_runner_startup();
 
     run.step("checking Postgres");
     // Postgres: session, stages, executions, timeline, interactions.

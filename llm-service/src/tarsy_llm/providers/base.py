@@ -14,6 +14,9 @@ from ..logs import register_secret
 from ..proto import llm_service_pb2 as pb
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
+# Provider types (``llm_config.provider``) whose libraries can be preloaded.
+PROVIDER_TYPES = ("openai", "anthropic", "xai", "google", "vertexai")
+ALL = frozenset(PROVIDER_TYPES)
 
 
 class LLMProvider(ABC):
@@ -28,8 +31,12 @@ class LLMProvider(ABC):
         terminal ``ErrorInfo`` chunk.
         """
 
-    def prewarm(self, environ: Mapping[str, str]) -> None:  # noqa: B027 - optional hook
-        """Creates SDK clients that can be built from the environment at startup."""
+    def prewarm(  # noqa: B027 - optional hook
+        self, environ: Mapping[str, str], providers: frozenset[str] = ALL
+    ) -> None:
+        """Imports the libraries of ``providers`` and creates the SDK clients that
+        can be built from the environment, at start-up: first calls are then as
+        fast as the next ones."""
 
 
 class ToolNameMapper:

@@ -23,6 +23,7 @@ from ..errors import ErrorCode, LLMServiceError
 from ..proto import llm_service_pb2 as pb
 from ..retry import RetryPolicy, Sleep, stream_with_retries
 from .base import (
+    ALL,
     LLMProvider,
     ToolNameMapper,
     new_call_id,
@@ -33,13 +34,15 @@ from .base import (
     validate_request,
 )
 from .gemini_schema import to_gemini_schema
+from .google_common import (
+    GOOGLE_PROVIDERS,
+    VERTEX_PROVIDERS,
+    load_google_credentials,
+)
 from .thought_signatures import ThoughtSignatureCache, call_key, text_key
 
 log = logging.getLogger(__name__)
 
-GOOGLE_PROVIDERS = frozenset({"google", "gemini"})
-VERTEX_PROVIDERS = frozenset({"vertexai", "vertex"})
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # Environment variables whose keys are turned into cached clients at startup.
 PREWARM_KEY_ENVS = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 
@@ -93,7 +96,7 @@ class GoogleNativeProvider(LLMProvider):
 
     # -- clients ---------------------------------------------------------------
 
-    def prewarm(self, environ: Mapping[str, str]) -> None:
+    def prewarm(self, environ: Mapping[str, str], providers: frozenset[str] = ALL) -> None:
         for env_name in PREWARM_KEY_ENVS:
             if environ.get(env_name):
                 cfg = pb.LLMConfig(provider="google", api_key_env=env_name)
@@ -403,32 +406,3 @@ def grounding_delta(
     ):
         return None
     return delta
-
-
-def load_google_credentials(env_name: str, environ: Mapping[str, str]) -> tuple[Any, str]:
-    """Loads Google credentials from the file the environment variable points at.
-
-    Returns (credentials, project id from the file or ""). Failures are
-    non-retryable ``credentials`` errors.
-    """
-    import google.auth  # noqa: PLC0415 - only Vertex needs it
-    from google.auth import exceptions as auth_exceptions  # noqa: PLC0415
-
-    path = environ.get(env_name, "").strip()
-    if not path:
-        raise LLMServiceError(
-            ErrorCode.CREDENTIALS,
-            f"environment variable {env_name} (credentials_env) is not set",
-            retryable=False,
-        )
-    try:
-        credentials, project = google.auth.load_credentials_from_file(
-            path, scopes=[CLOUD_PLATFORM_SCOPE]
-        )
-    except (OSError, ValueError, auth_exceptions.GoogleAuthError) as exc:
-        raise LLMServiceError(
-            ErrorCode.CREDENTIALS,
-            f"cannot load credentials from {env_name}: {type(exc).__name__}",
-            retryable=False,
-        ) from exc
-    return credentials, project or ""

@@ -3,35 +3,40 @@
 Providers: google (Gemini API), vertexai (Gemini on Vertex AI, through the same
 langchain-google-genai integration), openai (including OpenAI-compatible servers
 such as vLLM or Ollama via ``base_url``), anthropic and xai. Chat models are
-created once per configuration and reused, so their HTTP connection pools are.
+created once per configuration and reused, so their HTTP connection pools are,
+and so are the models with tools bound, per set of tools.
+
+Provider ``openai`` is the exception: it is served by :mod:`.openai_chat`, the
+same request and answer without LangChain's per-call cost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import importlib
 import json
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+if TYPE_CHECKING:
+    # langchain-core is imported when a LangChain provider is first used (or
+    # preloaded): importing it pulls in LangSmith, ≈ 0.4 s and 10 MiB that a
+    # service serving only OpenAI-compatible endpoints does not need.
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessageChunk, BaseMessage
 
 from .. import chunks
 from ..errors import ErrorCode, LLMServiceError
 from ..proto import llm_service_pb2 as pb
 from ..retry import RetryPolicy, Sleep, stream_with_retries
+from . import openai_chat
 from .base import (
+    ALL,
     LLMProvider,
     ToolNameMapper,
     new_call_id,
@@ -41,20 +46,35 @@ from .base import (
     tool_names_by_call_id,
     validate_request,
 )
-from .google_native import GOOGLE_PROVIDERS, VERTEX_PROVIDERS, load_google_credentials
+from .google_common import GOOGLE_PROVIDERS, VERTEX_PROVIDERS, load_google_credentials
+from .openai_chat import NO_KEY_PLACEHOLDER
 from .thought_signatures import ThoughtSignatureCache, call_key
 
 log = logging.getLogger(__name__)
 
-# OpenAI-compatible servers (vLLM, Ollama) usually need no key, but the SDK
-# insists on one; this placeholder is sent when the request names none.
-NO_KEY_PLACEHOLDER = "not-needed"
 # Where langchain-google-genai keeps Gemini function-call thought signatures
 # ({tool call id: base64 signature}) in AIMessage.additional_kwargs.
 GEMINI_SIGNATURES_KEY = "__gemini_function_call_thought_signatures__"
 SignatureLookup = Callable[[str], bytes | None]
 
-ModelFactory = Callable[[pb.LLMConfig, Mapping[str, str]], BaseChatModel]
+ModelFactory = Callable[[pb.LLMConfig, Mapping[str, str]], "BaseChatModel"]
+# What the first call of each provider imports (preloaded at start-up).
+PROVIDER_MODULES: dict[str, tuple[str, ...]] = {
+    "openai": ("openai", "openai._streaming"),
+    "anthropic": ("langchain_core.messages", "langchain_anthropic"),
+    "xai": ("langchain_core.messages", "langchain_xai"),
+    "google": ("langchain_core.messages", "langchain_google_genai"),
+    "vertexai": ("langchain_core.messages", "langchain_google_genai", "google.auth"),
+}
+# Models with tools bound kept per (configuration, tool set): an execution sends
+# the same tools on every call, and binding converts and validates them all.
+MAX_BOUND_MODELS = 256
+
+
+@dataclass(frozen=True)
+class _ClientKey:
+    api_key_env: str
+    base_url: str
 
 
 @dataclass(frozen=True)
@@ -167,6 +187,13 @@ def to_langchain_messages(
     ``signature_for_call`` (Gemini only) returns the cached thought signature of a
     tool call id, so that it is sent back on that function call.
     """
+    from langchain_core.messages import (  # noqa: PLC0415 - see the imports at the top
+        AIMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+    )
+
     out: list[BaseMessage] = []
     call_names = tool_names_by_call_id(messages)
     for index, message in enumerate(messages):
@@ -229,6 +256,11 @@ def to_langchain_tools(tools: Any) -> list[dict[str, Any]]:
         }
         for tool in tools
     ]
+
+
+def _tools_key(request: pb.GenerateRequest) -> bytes:
+    """Identity of a request's tool set (names, descriptions, schemas)."""
+    return b"\0".join(tool.SerializeToString(deterministic=True) for tool in request.tools)
 
 
 def _content_pieces(chunk: AIMessageChunk) -> list[tuple[str, str]]:
@@ -301,12 +333,22 @@ class LangChainProvider(LLMProvider):
         self._environ = environ
         self._factory = model_factory
         self._models: dict[_ModelKey, BaseChatModel] = {}
+        self._bound: OrderedDict[tuple[_ModelKey, bytes], Any] = OrderedDict()
+        self._openai_clients: dict[_ClientKey, Any] = {}
+        self._openai_tools: OrderedDict[bytes, list[dict[str, Any]]] = OrderedDict()
         # Gemini thought signatures of tool calls, per execution (as google-native does).
         self.signatures = ThoughtSignatureCache()
 
-    def model_for(self, cfg: pb.LLMConfig) -> BaseChatModel:
-        """The cached chat model for this configuration (created on first use)."""
-        key = _ModelKey(
+    def prewarm(self, environ: Mapping[str, str], providers: frozenset[str] = ALL) -> None:
+        """Imports what the first call of each preloaded provider would import,
+        so that its first call is as fast as the next ones."""
+        for provider in sorted(providers):
+            for module in PROVIDER_MODULES.get(provider, ()):
+                importlib.import_module(module)
+
+    @staticmethod
+    def _model_key(cfg: pb.LLMConfig) -> _ModelKey:
+        return _ModelKey(
             cfg.provider.lower(),
             cfg.model,
             cfg.api_key_env,
@@ -316,6 +358,10 @@ class LangChainProvider(LLMProvider):
             cfg.location,
             cfg.max_output_tokens,
         )
+
+    def model_for(self, cfg: pb.LLMConfig) -> BaseChatModel:
+        """The cached chat model for this configuration (created on first use)."""
+        key = self._model_key(cfg)
         model = self._models.get(key)
         if model is None:
             env = os.environ if self._environ is None else self._environ
@@ -331,6 +377,56 @@ class LangChainProvider(LLMProvider):
                 ) from exc
             self._models[key] = model
         return model
+
+    def bound_model_for(self, cfg: pb.LLMConfig, request: pb.GenerateRequest) -> Any:
+        """The chat model with the request's tools bound (cached per tool set)."""
+        model = self.model_for(cfg)
+        if not request.tools:
+            return model
+        key = (self._model_key(cfg), _tools_key(request))
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = model.bind_tools(to_langchain_tools(request.tools))
+            self._bound[key] = bound
+            if len(self._bound) > MAX_BOUND_MODELS:
+                self._bound.popitem(last=False)
+        else:
+            self._bound.move_to_end(key)
+        return bound
+
+    def openai_client_for(self, cfg: pb.LLMConfig) -> Any:
+        """The cached openai SDK client for this configuration."""
+        key = _ClientKey(cfg.api_key_env, cfg.base_url)
+        client = self._openai_clients.get(key)
+        if client is None:
+            env = os.environ if self._environ is None else self._environ
+            try:
+                client = openai_chat.build_client(cfg, env)
+            except LLMServiceError:
+                raise
+            except Exception as exc:  # SDK setup errors
+                raise LLMServiceError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"cannot configure provider {cfg.provider!r}: {exc}",
+                    retryable=False,
+                ) from exc
+            self._openai_clients[key] = client
+        return client
+
+    def openai_tools_for(self, request: pb.GenerateRequest) -> list[dict[str, Any]]:
+        """The request's tools in the OpenAI format (cached per tool set)."""
+        if not request.tools:
+            return []
+        key = _tools_key(request)
+        tools = self._openai_tools.get(key)
+        if tools is None:
+            tools = openai_chat.to_openai_tools(request.tools)
+            self._openai_tools[key] = tools
+            if len(self._openai_tools) > MAX_BOUND_MODELS:
+                self._openai_tools.popitem(last=False)
+        else:
+            self._openai_tools.move_to_end(key)
+        return tools
 
     async def generate(self, request: pb.GenerateRequest) -> AsyncIterator[pb.GenerateResponse]:
         validate_request(request)
@@ -354,17 +450,27 @@ class LangChainProvider(LLMProvider):
         execution_id = request.execution_id
         if request.clear_cache and execution_id:
             self.signatures.clear(execution_id)
+        mapper = ToolNameMapper(tool.name for tool in request.tools)
+        if cfg.provider.lower() == "openai":
+            client = self.openai_client_for(cfg)
+            body = openai_chat.request_body(request, mapper, self.openai_tools_for(request))
+
+            def direct() -> AsyncIterator[pb.GenerateResponse]:
+                return openai_chat.stream_chat(client, body, mapper)
+
+            async for chunk in stream_with_retries(
+                direct, policy=self._policy, sleep=self._sleep, log_fields=fields
+            ):
+                yield chunk
+            return
         gemini = cfg.provider.lower() in GOOGLE_PROVIDERS | VERTEX_PROVIDERS
         lookup = (
             (lambda call_id: self.signatures.get(execution_id, call_key(call_id)))
             if gemini
             else None
         )
-        mapper = ToolNameMapper(tool.name for tool in request.tools)
         messages = to_langchain_messages(request.messages, mapper, lookup)
-        tools = to_langchain_tools(request.tools)
-        model = self.model_for(cfg)
-        runnable = model.bind_tools(tools) if tools else model
+        runnable = self.bound_model_for(cfg, request)
 
         def attempt() -> AsyncIterator[pb.GenerateResponse]:
             return self._stream(runnable, messages, mapper, execution_id if gemini else "")
@@ -381,6 +487,8 @@ class LangChainProvider(LLMProvider):
         mapper: ToolNameMapper,
         signature_execution_id: str,
     ) -> AsyncIterator[pb.GenerateResponse]:
+        from langchain_core.messages import AIMessageChunk  # noqa: PLC0415
+
         full: AIMessageChunk | None = None
         async for chunk in runnable.astream(messages):
             if not isinstance(chunk, AIMessageChunk):

@@ -1,5 +1,7 @@
 //! [`LlmClient`] over gRPC to the LLM service (`llm.v1.LLMService/Generate`).
 
+use std::sync::{Arc, OnceLock};
+
 use async_trait::async_trait;
 use futures::StreamExt;
 use tarsy_core::{ConversationMessage, TokenUsage, ToolCall, ToolDefinition};
@@ -17,17 +19,35 @@ use super::{
 #[derive(Clone, Debug)]
 pub struct GrpcLlmClient {
     client: LlmServiceClient<Channel>,
+    /// A channel connected ahead of the first call (see
+    /// [`GrpcLlmClient::connect_lazy`]); used once it is there.
+    early: Arc<OnceLock<LlmServiceClient<Channel>>>,
 }
 
 impl GrpcLlmClient {
-    /// A client for `endpoint` (e.g. `http://127.0.0.1:50051`). The
-    /// connection is made on first use and re-established when it drops.
+    /// A client for `endpoint` (e.g. `http://127.0.0.1:50051`) that never
+    /// fails for want of the service: calls connect (and reconnect) as needed.
+    /// Inside a Tokio runtime it also starts connecting at once in the
+    /// background, so that the first call, made after the MCP sessions are
+    /// open, finds the connection ready.
     pub fn connect_lazy(endpoint: &str) -> Result<Self, LlmError> {
         let ep = Endpoint::from_shared(endpoint.to_string())
             .map_err(|e| LlmError::Unavailable(format!("invalid endpoint {endpoint:?}: {e}")))?
             .tcp_nodelay(true);
+        let early = Arc::new(OnceLock::new());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let ep = ep.clone();
+            let slot = Arc::clone(&early);
+            runtime.spawn(async move {
+                // Not there yet (the service starting): calls connect lazily.
+                if let Ok(channel) = ep.connect().await {
+                    let _ = slot.set(LlmServiceClient::new(channel));
+                }
+            });
+        }
         Ok(Self {
             client: LlmServiceClient::new(ep.connect_lazy()),
+            early,
         })
     }
 
@@ -42,6 +62,7 @@ impl GrpcLlmClient {
             .map_err(|e| LlmError::Unavailable(format!("cannot connect to {endpoint}: {e}")))?;
         Ok(Self {
             client: LlmServiceClient::new(channel),
+            early: Arc::new(OnceLock::new()),
         })
     }
 }
@@ -165,7 +186,7 @@ fn status_info(status: &tonic::Status) -> LlmErrorInfo {
 impl LlmClient for GrpcLlmClient {
     async fn generate(&self, input: GenerateInput) -> Result<ChunkStream, LlmError> {
         let request = to_request(input);
-        let mut client = self.client.clone();
+        let mut client = self.early.get().unwrap_or(&self.client).clone();
         let streaming = match client.generate(request).await {
             Ok(resp) => resp.into_inner(),
             Err(status) => {

@@ -83,7 +83,7 @@ impl<'a> Run<'a> {
         };
         let mut run = Run {
             ctx,
-            rec: Recorder::new(scope, ctx.recorder.clone(), ctx.publisher.clone()),
+            rec: Recorder::pipelined(scope, ctx.recorder.clone(), ctx.publisher.clone()),
             prompts: PromptBuilder::new(),
             conv: Conversation::default(),
             chain: ProviderChain::new(&ctx.config.llm_provider),

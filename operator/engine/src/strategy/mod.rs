@@ -107,8 +107,13 @@ where
 {
     let mut run = match Run::start(ctx, prev_stage_context).await {
         Ok(r) => r,
-        Err((r, stop)) => return finish(&r, Err(stop)),
+        Err((mut r, stop)) => {
+            r.rec.flush().await;
+            return finish(&r, Err(stop));
+        }
     };
     let outcome = drive(&mut run).await;
+    // Every event of the execution is out before its end is reported.
+    run.rec.flush().await;
     finish(&run, outcome)
 }

@@ -20,16 +20,44 @@ fn config_error(server: &str, message: impl Into<String>) -> McpError {
 /// streams both HTTP transports keep open (operations have their own
 /// deadline, see [`crate::McpTimeouts`]).
 ///
-/// Idle connections are not pooled: reusing one whose previous response was
-/// not fully read stalls ~40 ms on delayed ACKs, which costs far more than a
-/// fresh loopback connection. Redirects are followed only within the same
-/// origin, so credentials never travel to another host.
+/// One client per MCP session: its connections are kept alive and reused for
+/// the whole execution (no TCP or TLS handshake per tool call). HTTPS servers
+/// verified against the platform's roots (no CA file) share one client per
+/// TLS configuration in the process: the root store is read once, and a
+/// remote server's connections outlive an execution. Both
+/// transports read every response to its end, so a connection goes back to
+/// the pool as soon as its answer is in; `TCP_NODELAY` keeps small requests
+/// from waiting on the server's delayed ACKs. Redirects are followed only
+/// within the same origin, so credentials never travel to another host.
 pub fn build_client(server: &str, cfg: &HttpTransport) -> Result<reqwest::Client, McpError> {
+    if !is_https(&cfg.url) || cfg.tls.ca_file.is_some() {
+        return new_client(server, cfg);
+    }
+    type Shared = Vec<((bool, Option<std::time::Duration>), reqwest::Client)>;
+    static SHARED: std::sync::Mutex<Shared> = std::sync::Mutex::new(Vec::new());
+    let key = (cfg.tls.insecure_skip_verify, cfg.timeout);
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, client)) = shared.iter().find(|(k, _)| *k == key) {
+        return Ok(client.clone());
+    }
+    let client = new_client(server, cfg)?;
+    shared.push((key, client.clone()));
+    Ok(client)
+}
+
+fn new_client(server: &str, cfg: &HttpTransport) -> Result<reqwest::Client, McpError> {
     let mut builder = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
+        .tcp_nodelay(true)
         .redirect(same_origin_redirects());
     if let Some(timeout) = cfg.timeout {
         builder = builder.connect_timeout(timeout);
+    }
+    if !is_https(&cfg.url) {
+        // Plain HTTP (sidecars on localhost, in-cluster services), and
+        // redirects never leave the origin's scheme: no TLS will be spoken,
+        // so the platform's root store is not loaded (it costs milliseconds
+        // per client).
+        builder = builder.tls_certs_only(Vec::new());
     }
     if cfg.tls.insecure_skip_verify {
         builder = builder.tls_danger_accept_invalid_certs(true);
@@ -52,6 +80,12 @@ pub fn build_client(server: &str, cfg: &HttpTransport) -> Result<reqwest::Client
     builder
         .build()
         .map_err(|e| config_error(server, format!("cannot build HTTP client: {e}")))
+}
+
+/// True for an `https://` URL (scheme compared case-insensitively).
+fn is_https(url: &str) -> bool {
+    url.get(..8)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
 }
 
 /// Follows up to 10 redirects that stay on the original scheme, host and port.
@@ -120,6 +154,18 @@ mod tests {
             tls: TlsOptions::default(),
             timeout: None,
         }
+    }
+
+    #[test]
+    fn only_https_urls_need_tls() {
+        assert!(is_https("https://mcp.example.com/mcp"));
+        assert!(is_https("HTTPS://mcp.example.com/mcp"));
+        assert!(!is_https("http://127.0.0.1:8080/mcp"));
+        assert!(!is_https("http"));
+        let mut c = cfg();
+        assert!(build_client("s", &c).is_ok());
+        c.url = "https://mcp.example.com/mcp".into();
+        assert!(build_client("s", &c).is_ok());
     }
 
     #[test]

@@ -326,6 +326,9 @@ impl Transport<RoleClient> for SseClientTransport {
             let response = request.body(body?).send().await?;
             let status = response.status();
             if status.is_success() {
+                // Read to the end (servers answer "Accepted" or nothing): only
+                // a fully read response gives its connection back to the pool.
+                let _ = response.bytes().await;
                 return Ok(());
             }
             let body = response.text().await.unwrap_or_default();

@@ -25,9 +25,13 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The `tarsy` binary under test.
+/// The `tarsy` binary the processes run: the one built with these tests,
+/// or `TARSY_E2E_BIN` (e.g. a release build, to measure start-up figures).
 pub fn tarsy_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tarsy"))
+    std::env::var_os("TARSY_E2E_BIN")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_tarsy")))
 }
 
 /// A scratch directory for one test run (kubeconfig, logs, scripts, pods).

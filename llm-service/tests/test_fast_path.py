@@ -1,0 +1,189 @@
+"""What keeps a call cheap: provider preloading, lazy SDKs, the lean OpenAI path
+(tool-call fragments merged like LangChain merged them) and sockets that never
+wait on delayed ACKs."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+
+import pytest
+from conftest import collect, kinds, make_request
+from fakes import openai_chunk, openai_done, openai_usage, sse_reply
+
+from tarsy_llm.providers import sockets
+from tarsy_llm.providers.base import ALL
+from tarsy_llm.providers.langchain_provider import LangChainProvider
+from tarsy_llm.providers.registry import (
+    GOOGLE_NATIVE,
+    PreloadError,
+    ProviderRegistry,
+    default_registry,
+    parse_preload,
+)
+
+ENV = {"TARSY_TEST_API_KEY": "sk-test-4f9d0c2b7a1e6f3d8c5b"}
+
+
+def test_preload_lists() -> None:
+    assert parse_preload("") == ALL == parse_preload("all") == parse_preload(" ALL ")
+    assert parse_preload("none") == frozenset()
+    assert parse_preload("openai, anthropic") == {"openai", "anthropic"}
+    with pytest.raises(PreloadError, match="mistral"):
+        parse_preload("openai,mistral")
+
+
+def test_google_native_loads_only_when_wanted() -> None:
+    registry = default_registry()
+    registry.prewarm({}, frozenset({"openai"}))
+    # Not created by a prewarm that does not preload Google...
+    assert "google-native" in registry.backends()
+    created: list[str] = []
+
+    class Probe(LangChainProvider):
+        def prewarm(self, environ, providers=ALL) -> None:
+            created.append("prewarmed")
+
+    lazy = ProviderRegistry()
+    lazy.register_lazy(GOOGLE_NATIVE, lambda: (created.append("created"), Probe())[1], {"google"})
+    lazy.prewarm({}, frozenset({"openai"}))
+    assert created == []
+    lazy.prewarm({}, frozenset({"google"}))
+    assert created == ["created", "prewarmed"]
+    assert isinstance(lazy.get(GOOGLE_NATIVE), Probe)
+
+
+def test_a_service_preloading_openai_imports_neither_langchain_nor_google() -> None:
+    code = (
+        "import os, sys\n"
+        "from tarsy_llm.providers.registry import default_registry\n"
+        "default_registry().prewarm(os.environ, frozenset({'openai'}))\n"
+        "wanted = ('openai', 'langchain_core', 'google.genai', 'langchain_google_genai')\n"
+        "print(' '.join(m for m in wanted if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["openai"]
+
+
+async def test_tool_call_fragments_merge_by_index(fake) -> None:
+    def call(index: int, **fields) -> dict:
+        function = {k: v for k, v in fields.items() if k in ("name", "arguments")}
+        out = {"index": index, "function": function}
+        if "id" in fields:
+            out["id"] = fields["id"]
+        return out
+
+    fake.add(
+        sse_reply(
+            [
+                openai_chunk(
+                    role="assistant",
+                    tool_calls=[
+                        call(0, id="call_a", name="k8s__pods", arguments=""),
+                        call(1, id="call_b", name="k8s__", arguments="{"),
+                    ],
+                ),
+                openai_chunk(tool_calls=[call(1, name="events", arguments="}")]),
+                # A repeated id is kept once, as LangChain kept it.
+                openai_chunk(tool_calls=[call(0, id="call_a", arguments='{"a"')]),
+                openai_chunk(tool_calls=[call(0, arguments=": 1}")]),
+                openai_chunk(finish="tool_calls"),
+                openai_chunk(usage=openai_usage(10, 5, reasoning=2)),
+                openai_chunk(usage=openai_usage(1, 1)),
+                openai_done(),
+            ]
+        )
+    )
+    request = make_request("openai", f"{fake.url}/v1")
+    chunks = await collect(LangChainProvider(environ=ENV).generate(request))
+    assert kinds(chunks) == ["tool_call", "tool_call", "usage"]
+    calls = [(c.tool_call.call_id, c.tool_call.name, c.tool_call.arguments) for c in chunks[:2]]
+    assert calls == [("call_a", "k8s.pods", '{"a": 1}'), ("call_b", "k8s.events", "{}")]
+    usage = chunks[2].usage
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (11, 6, 17)
+    assert usage.thinking_tokens == 2
+
+
+def test_sockets_fall_back_to_defaults_behind_a_proxy(monkeypatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    assert sockets.proxy_configured()
+    assert sockets.async_transport() is None
+    monkeypatch.delenv("HTTPS_PROXY")
+    for name in ("HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert sockets.async_transport() is not None
+
+
+async def _nagle_server(events: list[bytes]) -> tuple[asyncio.Server, int]:
+    """A keep-alive HTTP/1.1 server that leaves Nagle on and writes each event
+    on its own, like a streaming provider."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":", 1)[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                await reader.readexactly(length)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                    b"transfer-encoding: chunked\r\n\r\n"
+                )
+                for event in events:
+                    writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    await writer.drain()
+                    await asyncio.sleep(0)
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def test_provider_sockets_set_nodelay_and_acknowledge_at_once(monkeypatch) -> None:
+    """The service's own sockets: TCP_NODELAY, and TCP_QUICKACK re-armed after
+    every write and read (the bench shows the effect: no 40 ms stall per call
+    against a server that leaves Nagle on)."""
+    events = [
+        openai_chunk(role="assistant", content=""),
+        openai_chunk(content="one "),
+        openai_chunk(content="two"),
+        openai_chunk(finish="stop"),
+        openai_chunk(usage=openai_usage(3, 2)),
+        openai_done(),
+    ]
+    server, port = await _nagle_server(events)
+    seen: list[socket.socket] = []
+    original = sockets._quickack
+
+    def recording(sock: socket.socket | None) -> None:
+        assert sock is not None
+        seen.append(sock)
+        original(sock)
+
+    monkeypatch.setattr(sockets, "_quickack", recording)
+    provider = LangChainProvider(environ=ENV)
+    request = make_request("openai", f"http://127.0.0.1:{port}/v1")
+    try:
+        for _ in range(2):
+            chunks = await collect(provider.generate(request))
+            assert kinds(chunks) == ["text", "text", "usage"]
+    finally:
+        server.close()
+    # One kept-alive connection, re-armed on every write and read.
+    assert len({id(s) for s in seen}) == 1
+    assert len(seen) >= 4
+    assert seen[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
