@@ -1,10 +1,16 @@
 //! The API's error responses: a status code and `{"error": CODE, "message": TEXT}`.
 
 use axum::Json;
+use axum::extract::{FromRequestParts, Path};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tarsy_store::StoreError;
+
+/// Longest message sent back: messages may quote what the client sent.
+const MAX_MESSAGE_CHARS: usize = 2048;
 
 /// An error answered to a client.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,11 +34,24 @@ struct ErrorBody<'a> {
 impl ApiError {
     /// An error with an explicit status and code.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        let mut message = message.into();
+        if message.chars().count() > MAX_MESSAGE_CHARS {
+            message = message.chars().take(MAX_MESSAGE_CHARS).collect::<String>() + " [...]";
+        }
         Self {
             status,
             code,
-            message: message.into(),
+            message,
         }
+    }
+
+    /// 405 Method Not Allowed.
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            message,
+        )
     }
 
     /// 400 Bad Request.
@@ -94,6 +113,29 @@ impl IntoResponse for ApiError {
             message: &self.message,
         };
         (self.status, Json(body)).into_response()
+    }
+}
+
+/// A path parameter whose rejection (bad percent-encoding, invalid UTF-8)
+/// is the API's `{error, message}` 400, like every other error.
+pub(crate) struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(Self(value)),
+            Err(e) => Err(ApiError::bad_request(format!(
+                "invalid path {:?}: {}",
+                parts.uri.path(),
+                e.body_text()
+            ))),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::header::CONTENT_LENGTH;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -24,7 +24,7 @@ use tarsy_store::{
 use crate::control::{
     CancelError, CancelOutcome, ChatError, ChatSubmission, NewAlert, SubmitError,
 };
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiPath, ApiResult};
 use crate::system::{AlertObject, ExecutionObject, SessionObjects, SystemConfiguration};
 use crate::{AppState, author};
 
@@ -51,9 +51,27 @@ fn parse_body<T: DeserializeOwned>(body: &[u8], what: &str) -> ApiResult<T> {
             Category::Syntax | Category::Eof | Category::Io => {
                 ApiError::bad_request(format!("invalid JSON: {e}"))
             }
+            // Valid JSON of the wrong shape: say which shape is expected.
+            Category::Data if body.trim_ascii_start().first() != Some(&b'{') => {
+                ApiError::bad_request(format!(
+                    "the request body must be a JSON object (a {what}), not {}",
+                    json_kind(body)
+                ))
+            }
             Category::Data => ApiError::bad_request(format!("invalid {what}: {e}")),
         }
     })
+}
+
+/// What a JSON document is, for messages ("an array", "a string", ...).
+fn json_kind(body: &[u8]) -> &'static str {
+    match body.trim_ascii_start().first() {
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    }
 }
 
 /// Reads a request body of at most `limit` bytes: 413 at once when the
@@ -92,6 +110,11 @@ fn chat_available(status: SessionStatus) -> bool {
 /// Unknown routes answer JSON too.
 pub(crate) async fn not_found(uri: Uri) -> ApiError {
     ApiError::not_found(format!("no route for {}", uri.path()))
+}
+
+/// A route that exists, asked with a method it does not serve.
+pub(crate) async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> ApiError {
+    ApiError::method_not_allowed(format!("{method} is not allowed on {}", uri.path()))
 }
 
 // ------------------------------------------------------------ health
@@ -193,6 +216,10 @@ pub(crate) async fn submit_alert(
     if alert_type.is_empty() {
         return Err(ApiError::bad_request("alert_type must not be empty"));
     }
+    check_name_length("alert_type", &alert_type)?;
+    if let Some(chain) = &request.chain {
+        check_name_length("chain", chain.trim())?;
+    }
     let data = match request.data {
         Value::String(s) => s,
         Value::Null => return Err(ApiError::bad_request("data must not be null")),
@@ -249,6 +276,21 @@ pub(crate) async fn submit_alert(
             message: "alert accepted; follow the session over /api/v1/ws or GET /api/v1/sessions/{id}",
         }),
     ))
+}
+
+/// Longest alert type or chain name (a Kubernetes name's bound; the Alert
+/// resource has the same).
+const MAX_NAME_CHARS: usize = 253;
+
+/// Refuses an over-long name without quoting it back.
+fn check_name_length(field: &str, value: &str) -> ApiResult<()> {
+    let n = value.chars().count();
+    if n > MAX_NAME_CHARS {
+        return Err(ApiError::bad_request(format!(
+            "{field} is {n} characters long; at most {MAX_NAME_CHARS} are allowed"
+        )));
+    }
+    Ok(())
 }
 
 fn non_empty(value: Option<String>) -> Option<String> {
@@ -482,7 +524,7 @@ async fn session_objects(api: &AppState, id: &str) -> SessionObjects {
 /// `GET /api/v1/sessions/{id}`.
 pub(crate) async fn get_session(
     State(api): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
     let session = api.store.get_session(&id).await?;
     let stages = api.store.list_stages(&id).await?;
@@ -536,7 +578,7 @@ pub(crate) async fn get_session(
 /// `GET /api/v1/sessions/{id}/timeline`.
 pub(crate) async fn timeline(
     State(api): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Vec<TimelineEvent>>> {
     Ok(Json(api.store.session_timeline(&id).await?))
 }
@@ -544,7 +586,7 @@ pub(crate) async fn timeline(
 /// `POST /api/v1/sessions/{id}/cancel`.
 pub(crate) async fn cancel_session(
     State(api): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
     api.store.get_session(&id).await?;
     let outcome = api.control.cancel(&id).await.map_err(|e| match e {
@@ -580,7 +622,7 @@ struct ChatRequest {
 /// `POST /api/v1/sessions/{id}/chat/messages`.
 pub(crate) async fn send_chat_message(
     State(api): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -656,7 +698,7 @@ pub(crate) async fn system_configuration(
 /// `GET /api/v1/sessions/{id}/trace`.
 pub(crate) async fn trace(
     State(api): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<SessionTrace>> {
     Ok(Json(api.store.session_trace(&id).await?))
 }
@@ -680,7 +722,7 @@ fn interaction_not_found(kind: &str, interaction_id: &str, session_id: &str) -> 
 /// `GET /api/v1/sessions/{id}/trace/llm/{interaction_id}`.
 pub(crate) async fn llm_interaction(
     State(api): State<AppState>,
-    Path((id, interaction_id)): Path<(String, String)>,
+    ApiPath((id, interaction_id)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     api.store.get_session(&id).await?;
     let interaction = match api.store.get_llm_interaction(&interaction_id).await {
@@ -731,7 +773,7 @@ pub(crate) async fn llm_interaction(
 /// `GET /api/v1/sessions/{id}/trace/mcp/{interaction_id}`.
 pub(crate) async fn mcp_interaction(
     State(api): State<AppState>,
-    Path((id, interaction_id)): Path<(String, String)>,
+    ApiPath((id, interaction_id)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<McpInteraction>> {
     api.store.get_session(&id).await?;
     match api.store.get_mcp_interaction(&interaction_id).await {

@@ -195,6 +195,7 @@ impl Api {
             )
             .route("/api/v1/ws", get(ws::upgrade))
             .fallback(handlers::not_found)
+            .method_not_allowed_fallback(handlers::method_not_allowed)
             .with_state(state);
         match dashboard {
             Some(dashboard) => api.merge(dashboard.router()),

@@ -185,6 +185,9 @@ pub type ToolFilter = BTreeMap<String, Vec<String>>;
 /// A per-alert MCP selection override: replaces (never merges with) the
 /// servers the chain would use.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+// A misspelt field (`tool` for `tools`) must be refused, not ignored: an
+// ignored restriction silently allows every tool.
+#[serde(deny_unknown_fields)]
 pub struct McpSelection {
     /// The complete server set for this alert.
     pub servers: Vec<McpServerSelection>,
@@ -195,6 +198,7 @@ pub struct McpSelection {
 
 /// One server of an [`McpSelection`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct McpServerSelection {
     /// MCP server name.
     pub name: String,

@@ -50,6 +50,12 @@ pub trait ToolExecutor: Send + Sync {
     /// The tools this execution may use, with canonical names.
     async fn list_tools(&self) -> Result<Vec<ToolDefinition>, ToolError>;
 
+    /// Servers that could not be used, with why (known after listing):
+    /// the model is told and the timeline shows them.
+    fn unavailable_servers(&self) -> Vec<crate::prompt::FailedServer> {
+        Vec::new()
+    }
+
     /// Releases sessions and child processes. Called once, at the end.
     async fn close(&self) -> Result<(), ToolError>;
 }

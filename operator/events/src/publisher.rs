@@ -38,7 +38,9 @@ impl StorePublisher {
 impl EventPublisher for StorePublisher {
     async fn publish(&self, channel: &str, event: &StreamEvent) -> Result<i64, RecordError> {
         let session_id = event.session_id();
-        let payload = event.to_value();
+        // What subscribers of this process see is what is stored.
+        let mut payload = event.to_value();
+        tarsy_store::storable_json(&mut payload);
         match &self.local {
             Some(bus) => {
                 let id = self
@@ -60,7 +62,8 @@ impl EventPublisher for StorePublisher {
     }
 
     async fn publish_transient(&self, channel: &str, event: &StreamEvent) {
-        let payload = event.to_value();
+        let mut payload = event.to_value();
+        tarsy_store::storable_json(&mut payload);
         if let Some(bus) = &self.local {
             bus.dispatch(Delivery {
                 channel: channel.to_string(),

@@ -53,6 +53,10 @@ impl ToolExecutor for McpTools {
         self.inner.list_tools().await.map_err(tool_error)
     }
 
+    fn unavailable_servers(&self) -> Vec<FailedServer> {
+        self.failed_servers()
+    }
+
     async fn close(&self) -> Result<(), ToolError> {
         self.inner.close().await;
         Ok(())

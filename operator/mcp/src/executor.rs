@@ -284,6 +284,22 @@ impl McpToolExecutor {
         for (server, started, listing) in listings {
             match listing {
                 Ok(tools) => {
+                    let offered: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+                    let unknown: Vec<&str> = self.access.unknown_tools(server, &offered).collect();
+                    if !unknown.is_empty() {
+                        // Said, not silently narrowed to nothing: the model
+                        // is told, and so is whoever reads the timeline.
+                        let reason = format!(
+                            "the tool selection names tools {server} does not have: {} (it has: {})",
+                            unknown.join(", "),
+                            offered.join(", ")
+                        );
+                        tracing::warn!(%server, %reason, "MCP tool selection does not match the server");
+                        self.list_failures
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(server.clone(), reason);
+                    }
                     let allowed: Vec<_> = tools
                         .iter()
                         .filter(|t| self.access.tool_allowed(server, &t.name))

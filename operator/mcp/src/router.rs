@@ -139,6 +139,21 @@ impl ToolAccess {
             }
     }
 
+    /// The tools the filter names for `server` that are not among `offered`
+    /// (a misspelt or removed tool: the restriction would leave nothing).
+    pub fn unknown_tools<'a>(
+        &'a self,
+        server: &str,
+        offered: &'a [String],
+    ) -> impl Iterator<Item = &'a str> + 'a {
+        self.filter
+            .get(server)
+            .into_iter()
+            .flatten()
+            .filter(move |t| !offered.contains(t))
+            .map(String::as_str)
+    }
+
     /// Normalizes, splits and checks a tool name from the model; returns
     /// `(server, tool)`.
     pub fn resolve(&self, name: &str) -> Result<(String, String), RouteError> {

@@ -90,6 +90,57 @@ impl From<Option<DateTime<Utc>>> for Arg {
     }
 }
 
+/// What replaces a character text columns cannot hold (NUL: Postgres text
+/// and JSONB reject it). Visible, so nobody mistakes it for the original.
+pub const REPLACEMENT: char = '\u{FFFD}';
+
+/// Text as both backends store it: every NUL replaced by [`REPLACEMENT`].
+/// Applied to every parameter, so alert data, chat, model output, tool
+/// results and ids behave the same on SQLite and Postgres (an id with a NUL
+/// simply matches nothing).
+pub fn storable_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\0') {
+        Cow::Owned(text.replace('\0', &REPLACEMENT.to_string()))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// JSON as both backends store it (see [`storable_text`]), keys included.
+pub fn storable_json(v: &mut Value) {
+    match v {
+        Value::String(s) => {
+            if s.contains('\0') {
+                *s = storable_text(s).into_owned();
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(storable_json),
+        Value::Object(map) => {
+            if map.keys().any(|k| k.contains('\0')) {
+                let entries = std::mem::take(map);
+                for (k, mut v) in entries {
+                    storable_json(&mut v);
+                    map.insert(storable_text(&k).into_owned(), v);
+                }
+            } else {
+                map.values_mut().for_each(storable_json);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+fn storable(arg: Arg) -> Arg {
+    match arg {
+        Arg::Text(Some(t)) if t.contains('\0') => Arg::Text(Some(storable_text(&t).into_owned())),
+        Arg::Json(Some(mut v)) => {
+            storable_json(&mut v);
+            Arg::Json(Some(v))
+        }
+        other => other,
+    }
+}
+
 /// A statement and its parameters, in `$N` order.
 #[derive(Debug, Clone)]
 pub(crate) struct Sql {
@@ -115,9 +166,9 @@ impl Sql {
         }
     }
 
-    /// Appends the next `$N` parameter.
+    /// Appends the next `$N` parameter, its text made storable.
     pub(crate) fn bind(mut self, arg: impl Into<Arg>) -> Self {
-        self.args.push(arg.into());
+        self.args.push(storable(arg.into()));
         self
     }
 

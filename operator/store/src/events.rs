@@ -87,8 +87,9 @@ async fn insert_event_in(
     tx: &mut Tx,
     session_id: &str,
     channel: &str,
-    payload: Value,
+    mut payload: Value,
 ) -> Result<i64> {
+    crate::db::storable_json(&mut payload);
     if channel.is_empty() {
         return Err(StoreError::InvalidInput("event channel is empty".into()));
     }
@@ -161,8 +162,10 @@ impl Store {
         &self,
         session_id: &str,
         channel: &str,
-        payload: Value,
+        mut payload: Value,
     ) -> Result<i64> {
+        // The live event and the stored one must read the same.
+        crate::db::storable_json(&mut payload);
         match &self.db {
             // One statement (one round trip, atomic like a transaction):
             // the insert and its NOTIFY, whose body needs the new id, so the
@@ -217,7 +220,9 @@ impl Store {
         if self.backend() == BackendKind::Sqlite {
             return Ok(false);
         }
-        let Some(body) = EventNotification::encode(None, payload)? else {
+        let mut payload = payload.clone();
+        crate::db::storable_json(&mut payload);
+        let Some(body) = EventNotification::encode(None, &payload)? else {
             return Err(StoreError::InvalidInput(format!(
                 "transient payload exceeds the {NOTIFY_PAYLOAD_LIMIT}-byte NOTIFY limit"
             )));

@@ -36,6 +36,7 @@ on_both_backends!(
     uniqueness_conflicts_and_idempotent_creates,
     orphans_and_counts,
     messages_up_to_a_message,
+    any_text_is_stored_the_same_on_both_backends,
 );
 
 on_postgres!(
@@ -1951,4 +1952,73 @@ async fn postgres_and_sqlite_schemas_match() {
         assert_eq!(pg_cols, lite_cols);
     })
     .await;
+}
+
+/// Arbitrary Unicode (NUL and other control characters included) in alert
+/// data, ids, timeline content, JSON metadata and events is stored — NUL as
+/// U+FFFD, visibly — and read back identically on both backends; an id with
+/// a NUL simply matches nothing.
+async fn any_text_is_stored_the_same_on_both_backends(store: Store) {
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest::test_runner::TestRunner;
+
+    let text = proptest::string::string_regex("(\\PC|\\x00|\\x01|\\x7f|\\u{FFFD}){0,40}").unwrap();
+    let mut runner = TestRunner::deterministic();
+    for case in 0..64 {
+        let raw = text.new_tree(&mut runner).unwrap().current();
+        let expected = raw.replace('\0', "\u{FFFD}");
+        let id = format!("s{case}");
+        let mut new = session(&id);
+        new.alert_data = format!("data:{raw}");
+        new.author = Some(raw.clone());
+        store.create_session(new).await.unwrap();
+        let got = store.get_session(&id).await.unwrap();
+        assert_eq!(
+            got.alert_data,
+            format!("data:{expected}"),
+            "case {case}: {raw:?}"
+        );
+        assert_eq!(got.author.as_deref(), Some(expected.as_str()));
+
+        let st = store.create_stage(stage(&id, 1)).await.unwrap();
+        let ex = store
+            .create_agent_execution(execution(&id, &st.id, "A", 1))
+            .await
+            .unwrap();
+        let event = store
+            .create_timeline_event(NewTimelineEvent {
+                scope: scope(&id, &st.id, &ex.id),
+                sequence_number: 1,
+                event_type: TimelineEventType::LlmToolCall,
+                status: TimelineEventStatus::Completed,
+                content: raw.clone(),
+                metadata: json!({"arguments": raw, raw.clone(): [raw]}),
+            })
+            .await
+            .unwrap();
+        let read = store.get_timeline_event(&event.id).await.unwrap();
+        assert_eq!(read.content, expected);
+        assert_eq!(read.metadata["arguments"], json!(expected));
+        assert_eq!(read.metadata[&expected], json!([expected]));
+
+        let stored = store
+            .insert_event(&id, "sessions", json!({"content": raw}))
+            .await
+            .unwrap();
+        let replay = store
+            .events_since("sessions", stored - 1, 10)
+            .await
+            .unwrap();
+        assert_eq!(replay[0].payload["content"], json!(expected));
+    }
+    // Lookups with a NUL are misses, not errors.
+    assert!(store.get_session("a\0b").await.unwrap_err().is_not_found());
+    let filtered = store
+        .list_sessions(&SessionFilter {
+            search: Some("\0".into()),
+            ..SessionFilter::default()
+        })
+        .await
+        .unwrap();
+    assert!(filtered.sessions.len() <= 64);
 }

@@ -915,4 +915,126 @@ on_both_backends!(
     chat_lifecycle,
     health_reports_database_mcp_and_warnings,
     unknown_routes_are_json_404s,
+    nul_in_any_input_is_never_a_500,
+    every_error_is_json_and_names_the_problem,
 );
+
+/// NUL (which Postgres text cannot hold) in alert data, chat, query
+/// parameters and path ids: stored visibly replaced, or a 404 — never a 500.
+async fn nul_in_any_input_is_never_a_500(store: Store) {
+    let app = TestApp::start(store.clone()).await;
+    let (status, body) = app
+        .post_json(
+            "/api/v1/alerts",
+            &json!({"alert_type": "PodCrashLooping", "data": "a\u{0}b"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let id = body["session_id"].as_str().unwrap().to_string();
+    let (status, detail) = app.get(&format!("/api/v1/sessions/{id}")).await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["alert_data"], "a\u{FFFD}b");
+
+    for param in ["q", "author", "alert_type", "chain_id"] {
+        let (status, body) = app.get(&format!("/api/v1/sessions?{param}=%00")).await;
+        assert_eq!(status, 200, "{param}: {body}");
+    }
+    for path in [
+        "/api/v1/sessions/%00".to_string(),
+        "/api/v1/sessions/%00/timeline".to_string(),
+        "/api/v1/sessions/a%00b/trace".to_string(),
+        format!("/api/v1/sessions/{id}/trace/llm/%00"),
+        format!("/api/v1/sessions/{id}/trace/mcp/x%00y"),
+    ] {
+        let (status, body) = app.get(&path).await;
+        assert_eq!(status, 404, "{path}: {body}");
+        assert_eq!(body["error"], "not_found", "{path}: {body}");
+    }
+    let (status, body) = app
+        .post_json("/api/v1/sessions/a%00b/cancel", &json!({}))
+        .await;
+    assert_eq!(status, 404, "{body}");
+}
+
+/// Wrong method, undecodable path, wrong JSON shape, misspelt MCP
+/// selection, a huge alert type: each a precise `{error, message}`.
+async fn every_error_is_json_and_names_the_problem(store: Store) {
+    let app = TestApp::start(store.clone()).await;
+
+    let r = app
+        .http
+        .delete(app.url("/api/v1/alerts"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+    let body: Value = r.json().await.expect("a JSON body on 405");
+    assert_eq!(body["error"], "method_not_allowed");
+    assert!(
+        body["message"].as_str().unwrap().contains("DELETE"),
+        "{body}"
+    );
+
+    let r = app
+        .http
+        .get(app.url("/api/v1/sessions/%ff"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "bad_request", "{body}");
+
+    let (status, body) = app.post_raw("/api/v1/alerts", "[1,2]").await;
+    assert_eq!(status, 400);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("must be a JSON object")
+            && body["message"].as_str().unwrap().contains("an array"),
+        "{body}"
+    );
+
+    for (selection, named) in [
+        (
+            json!({"servers": [{"name": "kubernetes", "tool": ["pods_list"]}]}),
+            "tool",
+        ),
+        (
+            json!({"servers": [{"name": "kubernetes"}], "native_tool": {"google_search": true}}),
+            "native_tool",
+        ),
+    ] {
+        let (status, body) = app
+            .post_json(
+                "/api/v1/alerts",
+                &json!({"alert_type": "PodCrashLooping", "data": "x", "mcp_selection": selection}),
+            )
+            .await;
+        assert_eq!(status, 400, "{body}");
+        assert!(
+            body["message"].as_str().unwrap().contains(named),
+            "the message names the field {named}: {body}"
+        );
+    }
+
+    let long = "T".repeat(10_000);
+    let (status, body) = app
+        .post_json("/api/v1/alerts", &json!({"alert_type": long, "data": "x"}))
+        .await;
+    assert_eq!(status, 400);
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.len() < 500,
+        "the alert type is not echoed whole: {} chars",
+        message.len()
+    );
+    assert!(message.contains("10000 characters"), "{message}");
+}

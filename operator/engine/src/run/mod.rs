@@ -124,6 +124,21 @@ impl<'a> Run<'a> {
                 }
             }
         }
+        // Every server the agent cannot use is said once, on the timeline
+        // and in the prompt, whether it failed to start or to list its tools.
+        let mut unavailable = self.ctx.failed_servers.clone();
+        for f in self.ctx.tools.unavailable_servers() {
+            if !unavailable.iter().any(|u| u.server == f.server) {
+                unavailable.push(f);
+            }
+        }
+        for f in &unavailable {
+            self.error_event(
+                &format!("MCP server {} unavailable: {}", f.server, f.error),
+                json!({"kind": "mcp_server_unavailable", "server": f.server}),
+            )
+            .await?;
+        }
         if let Some(switch) = self.chain.skip_open(&self.ctx.breakers) {
             self.fallback_event(&switch).await?;
         }
@@ -132,7 +147,7 @@ impl<'a> Run<'a> {
             alert_data: self.ctx.alert_data.clone(),
             runbook: self.ctx.runbook_content.clone(),
             tools: self.tools.clone(),
-            failed_servers: self.ctx.failed_servers.clone(),
+            failed_servers: unavailable,
             chat: self.ctx.chat.as_ref().map(|c| ChatInput {
                 investigation_context: c.investigation_context.clone(),
                 question: c.question.clone(),
