@@ -54,7 +54,8 @@ pub(crate) async fn submit(
     ctl: &KubeSessionControl,
     submission: ChatSubmission,
 ) -> Result<ChatAccepted, ChatError> {
-    let (content, session) = question_for(&ctl.store, &submission).await?;
+    let (content, session) =
+        question_for(&ctl.store, &submission, ctl.alert_masker.as_ref()).await?;
     // The answer is owned by the Alert: without it there is nothing to chat about.
     let alert = ctl
         .alert_by_uid(&session.id)
@@ -108,7 +109,13 @@ pub(crate) async fn submit(
             // After the AgentExecution exists (nothing to retract if its
             // creation fails) and long before its pod can emit anything.
             if let Some(publisher) = &ctl.publisher {
-                tarsy_api::publish_chat_accepted(publisher.as_ref(), &submission, &accepted).await;
+                tarsy_api::publish_chat_accepted(
+                    publisher.as_ref(),
+                    &submission,
+                    &accepted,
+                    &message.content,
+                )
+                .await;
             }
             Ok(accepted)
         }

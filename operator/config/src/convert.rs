@@ -136,7 +136,37 @@ pub fn summarization_config(spec: Option<&SummarizationSpec>) -> SummarizationCo
 }
 
 /// Converts a masking block into `tarsy-masking`'s configuration.
+/// Groups every MCP server's results are masked with unless the server opts
+/// out (`dataMasking: {enabled: false}`): masking is on by default.
+pub const DEFAULT_MASKING_GROUPS: [&str; 2] = ["kubernetes", "security"];
+
+/// The masking of a server without a `dataMasking` block.
+pub fn default_masking_config() -> MaskingConfig {
+    MaskingConfig {
+        enabled: true,
+        pattern_groups: DEFAULT_MASKING_GROUPS.map(String::from).to_vec(),
+        patterns: Vec::new(),
+        custom_patterns: Vec::new(),
+    }
+}
+
+/// A server's masking: the default groups plus whatever its `dataMasking`
+/// adds, unless it opts out.
 pub fn masking_config(spec: &DataMaskingSpec) -> MaskingConfig {
+    let mut config = written_masking_config(spec);
+    let mut groups = DEFAULT_MASKING_GROUPS.map(String::from).to_vec();
+    for g in config.pattern_groups.drain(..) {
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    config.pattern_groups = groups;
+    config
+}
+
+/// A `dataMasking` block as written (what validation reports on, with the
+/// user's own indexes).
+pub fn written_masking_config(spec: &DataMaskingSpec) -> MaskingConfig {
     MaskingConfig {
         enabled: spec.enabled.unwrap_or(true),
         pattern_groups: spec.pattern_groups.clone(),
@@ -258,23 +288,35 @@ impl Config {
 
     /// The masking configuration of MCP server `name`, if it has a masking block.
     pub fn masking_config(&self, name: &str) -> Option<MaskingConfig> {
-        self.mcp_server(name)?
-            .spec
-            .data_masking
-            .as_ref()
-            .map(masking_config)
+        let server = self.mcp_server(name)?;
+        Some(
+            server
+                .spec
+                .data_masking
+                .as_ref()
+                .map_or_else(default_masking_config, masking_config),
+        )
     }
 
-    /// The masking configuration of every MCP server that has one (what
-    /// `tarsy_masking::MaskingService::new` takes).
+    /// The masking configuration of every MCP server (what
+    /// `tarsy_masking::MaskingService::new` takes): on by default.
     pub fn masking_configs(&self) -> BTreeMap<String, MaskingConfig> {
         self.mcp_servers()
-            .filter_map(|s| {
+            .filter_map(|s| Some((s.name.clone(), self.masking_config(&s.name)?)))
+            .collect()
+    }
+
+    /// MCP servers whose results are NOT masked (`dataMasking: {enabled:
+    /// false}`): said at start-up, as a system warning and by admission.
+    pub fn unmasked_mcp_servers(&self) -> Vec<String> {
+        self.mcp_servers()
+            .filter(|s| {
                 s.spec
                     .data_masking
                     .as_ref()
-                    .map(|m| (s.name.clone(), masking_config(m)))
+                    .is_some_and(|m| m.enabled == Some(false))
             })
+            .map(|s| s.name.clone())
             .collect()
     }
 

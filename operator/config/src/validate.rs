@@ -123,7 +123,7 @@ impl Config {
             let at = s.location("MCPServer");
             r.duration(&at, "spec.timeout", s.spec.timeout.as_ref());
             if let Some(m) = &s.spec.data_masking
-                && let Err(e) = crate::convert::masking_config(m).validate(&s.name)
+                && let Err(e) = crate::convert::written_masking_config(m).validate(&s.name)
             {
                 let (field, problem) = masking_problem(e);
                 let path = if field.is_empty() {

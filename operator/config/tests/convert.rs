@@ -58,7 +58,7 @@ fn builtin_kubernetes_server_is_read_only_stdio() {
     assert!(m.summarization.enabled);
     assert!(!m.instructions.is_empty());
     let masking = c.masking_config("kubernetes-server").unwrap();
-    assert_eq!(masking.pattern_groups, ["kubernetes"]);
+    assert_eq!(masking.pattern_groups, ["kubernetes", "security"]);
     // In a pod the same server is reached through its bridge sidecar.
     let m = c
         .mcp_server_config(
@@ -388,4 +388,120 @@ fn resolved_config_round_trips_through_the_agent_execution_spec() {
         .resolved_from_spec(&resolved.agent_name, &resolved.display_name, &spec)
         .unwrap();
     assert_eq!(back, resolved);
+}
+
+/// Masking is on by default: a user MCP server with no `dataMasking` (or
+/// only `enabled: true`) masks cloud and forge credentials, passwords, keys
+/// and tokens; only an explicit `enabled: false` opts out, and it is listed.
+#[test]
+fn every_mcp_server_is_masked_unless_it_opts_out() {
+    let yaml = r#"
+apiVersion: tarsy.dev/v1alpha1
+kind: MCPServer
+metadata: {name: plain}
+spec: {url: "http://127.0.0.1:1/mcp"}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: MCPServer
+metadata: {name: enabled-only}
+spec: {url: "http://127.0.0.1:2/mcp", dataMasking: {enabled: true}}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: MCPServer
+metadata: {name: opted-out}
+spec: {url: "http://127.0.0.1:3/mcp", dataMasking: {enabled: false}}
+"#;
+    let objects = tarsy_config::parse_config("t.yaml", yaml, &|_| None).unwrap();
+    let c = tarsy_config::build_config(objects, &tarsy_config::DefaultsSpec::default()).unwrap();
+    assert_eq!(c.unmasked_mcp_servers(), ["opted-out"]);
+    let service =
+        tarsy_masking::MaskingService::new(c.masking_configs(), Default::default()).unwrap();
+    // (text, the secret in it); values are split so that secret scanners do
+    // not flag this file.
+    let pem_body = "MIIEow".repeat(8);
+    let planted: Vec<(String, String)> = vec![
+        (
+            format!("key {}", "AKIA".to_owned() + "IOSFODNN7EXAMPLE"),
+            "AKIA".to_owned() + "IOSFODNN7EXAMPLE",
+        ),
+        (
+            format!(
+                "aws_secret_access_key = {}",
+                "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+            ),
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into(),
+        ),
+        (
+            format!("token ghp_{}", "a".repeat(36)),
+            format!("ghp_{}", "a".repeat(36)),
+        ),
+        (
+            format!("glpat-{}", "b1c2d3e4f5g6h7i8j9k0"),
+            "b1c2d3e4f5g6h7i8j9k0".into(),
+        ),
+        (
+            format!("xoxb-{}", "123456789012-abcdefghijkl"),
+            "123456789012-abcdefghijkl".into(),
+        ),
+        ("password: hunter2-prod".into(), "hunter2-prod".into()),
+        (
+            format!("-----BEGIN RSA PRIVATE KEY-----\n{pem_body}\n-----END RSA PRIVATE KEY-----"),
+            pem_body.clone(),
+        ),
+        (
+            format!(
+                "eyJhbGciOiJIUzI1NiJ9.{}.{}",
+                "eyJzdWIiOiIxMjM0NTY3ODkwIn0", "dozjgNryP4J3jVmNHl0w5N"
+            ),
+            "eyJzdWIiOiIxMjM0NTY3ODkwIn0".into(),
+        ),
+        (
+            format!(
+                "DefaultEndpointsProtocol=https;AccountName=x;AccountKey={};",
+                "abcdEFGH1234ijklMNOP5678qrst=="
+            ),
+            "abcdEFGH1234ijklMNOP5678qrst==".into(),
+        ),
+        (
+            format!(
+                "\"private_key_id\": \"{}\"",
+                "0123456789abcdef0123456789abcdef01234567"
+            ),
+            "0123456789abcdef0123456789abcdef01234567".into(),
+        ),
+        (
+            "postgres://app:s3cr3t-pass@db:5432/app".into(),
+            "s3cr3t-pass".into(),
+        ),
+        (
+            "api_key=sk-live-0123456789abcdefghij".into(),
+            "0123456789abcdefghij".into(),
+        ),
+        ("client_secret: 9f8e7d6c5b4a".into(), "9f8e7d6c5b4a".into()),
+    ];
+    let keep = [
+        "connection refused",
+        "secret: connection refused",
+        "replicas: 3",
+        "LOG_LEVEL=debug",
+        "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ\n-----END CERTIFICATE-----",
+    ];
+    for server in ["plain", "enabled-only"] {
+        for (text, secret) in &planted {
+            let out = service.mask_tool_result(server, text);
+            assert!(
+                out.contains("[MASKED_") && !out.contains(secret.as_str()),
+                "{server} leaks {secret:?}: {out}"
+            );
+        }
+        for text in keep {
+            assert_eq!(
+                service.mask_tool_result(server, text),
+                text,
+                "{server} over-masks {text:?}"
+            );
+        }
+    }
+    let out = service.mask_tool_result("opted-out", &planted[0].0);
+    assert_eq!(out, planted[0].0, "an explicit opt-out is honoured");
 }

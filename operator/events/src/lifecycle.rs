@@ -61,12 +61,14 @@ async fn publish(publisher: &dyn EventPublisher, channel: &str, event: &StreamEv
 }
 
 /// Publishes an accepted question on its session's channel: `chat.created`
-/// when it opened the chat, then `chat.user_message`. Live delivery is best
-/// effort (the records are stored already): a failure is logged.
+/// when it opened the chat, then `chat.user_message` with the question as
+/// stored (`question`: trimmed and masked). Live delivery is best effort
+/// (the records are stored already): a failure is logged.
 pub async fn publish_chat_accepted(
     publisher: &dyn EventPublisher,
     submission: &ChatSubmission,
     accepted: &ChatAccepted,
+    question: &str,
 ) {
     let session_id = submission.session_id.as_str();
     let channel = session_channel(session_id);
@@ -85,7 +87,7 @@ pub async fn publish_chat_accepted(
         chat_id: accepted.chat_id.clone(),
         message_id: accepted.message_id.clone(),
         stage_id: accepted.stage_id.clone(),
-        content: submission.content.trim().to_string(),
+        content: question.to_string(),
         author: submission.author.clone(),
         timestamp: now,
     };

@@ -89,7 +89,11 @@ pub fn new_session(
         alert_type: alert.alert_type.clone(),
         chain_id: chain.to_string(),
         author: Some(alert.author.clone()).filter(|a| !a.trim().is_empty()),
-        runbook_url: alert.runbook_url.clone(),
+        // A credential in the URL (`?token=...`) is masked like alert data.
+        runbook_url: alert
+            .runbook_url
+            .as_ref()
+            .map(|url| masker.map_or_else(|| url.clone(), |m| m.mask_alert_data(url))),
         mcp_selection: alert
             .mcp_selection
             .as_ref()
@@ -106,17 +110,20 @@ pub fn chat_available(status: SessionStatus) -> bool {
 }
 
 /// A question on `submission.session_id`: the question as it is stored
-/// (trimmed, never empty) and the session it is about.
+/// (trimmed, never empty, masked like alert data by `masker`) and the
+/// session it is about.
 pub async fn question_for(
     store: &Store,
     submission: &ChatSubmission,
+    masker: Option<&MaskingService>,
 ) -> Result<(String, Session), ChatError> {
     let content = submission.content.trim();
     if content.is_empty() {
         return Err(ChatError::Invalid("the question is empty".into()));
     }
+    let content = masker.map_or_else(|| content.to_string(), |m| m.mask_alert_data(content));
     match store.get_session(&submission.session_id).await {
-        Ok(session) => Ok((content.to_string(), session)),
+        Ok(session) => Ok((content, session)),
         Err(StoreError::NotFound { .. }) => Err(ChatError::NotFound(submission.session_id.clone())),
         Err(e) => Err(ChatError::Internal(e.to_string())),
     }

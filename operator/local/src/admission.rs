@@ -74,6 +74,7 @@ pub(crate) async fn recover(rt: &Arc<Runtime>) -> Result<usize> {
 
 /// Claims pending sessions while the limit allows, oldest first.
 async fn admit_pending(rt: &Arc<Runtime>) -> Result<()> {
+    let _submissions = rt.submitting.lock().await;
     let in_progress = rt
         .store
         .count_sessions_with_status(&[SessionStatus::InProgress, SessionStatus::Cancelling])

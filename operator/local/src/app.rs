@@ -207,11 +207,18 @@ impl LocalApp {
     /// takes back sessions a previous run left in progress, starts admitting
     /// pending sessions and, when asked, serves the API.
     pub async fn start(options: LocalOptions) -> Result<Self> {
-        let (mcp_configs, warnings) = local_mcp_servers(
+        let (mcp_configs, mut warnings) = local_mcp_servers(
             &options.config,
             &options.config_dir,
             options.tarsy_exe.as_deref(),
         );
+        // Masking is on unless a server opts out: an opt-out is never silent.
+        warnings.extend(options.config.unmasked_mcp_servers().into_iter().map(|s| {
+            format!(
+                "MCP server {s:?} opted out of data masking (dataMasking.enabled: false): \
+                 its tool results reach the model and the records unmasked"
+            )
+        }));
         // Before anything runs: a missing command would otherwise surface as
         // a tool failure in the middle of an investigation.
         let used = used_mcp_servers(&options.config);
@@ -277,6 +284,7 @@ impl LocalApp {
             running: Mutex::new(HashMap::new()),
             chats: Mutex::new(HashMap::new()),
             admission: Notify::new(),
+            submitting: tokio::sync::Mutex::new(()),
             released: Notify::new(),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),

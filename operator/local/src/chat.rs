@@ -43,7 +43,7 @@ pub(crate) async fn submit(
     if rt.shutdown.is_cancelled() {
         return Err(ChatError::Unavailable("TARSy is shutting down".into()));
     }
-    let (content, session) = question_for(&rt.store, &submission).await?;
+    let (content, session) = question_for(&rt.store, &submission, Some(&rt.masking)).await?;
     let agent = chat_agent(&rt.config, &session)?;
 
     let created = rt
@@ -142,7 +142,13 @@ pub(crate) async fn submit(
         deadline: Instant::now() + agent.timeout,
     };
     // The question goes out before the answer can emit its first event.
-    tarsy_api::publish_chat_accepted(rt.publisher.as_ref(), &submission, &accepted).await;
+    tarsy_api::publish_chat_accepted(
+        rt.publisher.as_ref(),
+        &submission,
+        &accepted,
+        &task.question,
+    )
+    .await;
     rt.tasks.spawn(task.run());
     Ok(accepted)
 }

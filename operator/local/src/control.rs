@@ -91,6 +91,7 @@ impl SessionControl for LocalControl {
         let id = uuid::Uuid::new_v4().to_string();
         // Fail-open: a masking failure keeps the data unmasked (logged).
         let row = new_session(id.clone(), &chain.name, &alert, Some(&self.rt.masking));
+        let submitting = self.rt.submitting.lock().await;
         let created = self
             .rt
             .store
@@ -103,6 +104,7 @@ impl SessionControl for LocalControl {
         self.rt
             .publish_session_status(&id, SessionStatus::Pending)
             .await;
+        drop(submitting);
         self.rt.admission.notify_one();
         Ok(AlertAccepted {
             session_id: id,

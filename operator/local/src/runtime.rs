@@ -80,6 +80,10 @@ pub(crate) struct Runtime {
     pub(crate) chats: Mutex<HashMap<String, ActiveChat>>,
     /// Wakes the admission loop (a session was submitted or ended).
     pub(crate) admission: Notify,
+    /// Held while a submission creates its session and publishes `pending`,
+    /// and while admission claims: a session is never seen `in_progress`
+    /// before it was seen `pending`.
+    pub(crate) submitting: tokio::sync::Mutex<()>,
     /// Wakes everyone waiting for a session to be let go of (its loop ended).
     pub(crate) released: Notify,
     pub(crate) shutdown: CancellationToken,

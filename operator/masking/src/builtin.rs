@@ -139,6 +139,24 @@ pub static PATTERNS: &[BuiltinPattern] = &[
         description: "GitHub personal access, OAuth, app and refresh tokens",
     },
     BuiltinPattern {
+        name: "gitlab_token",
+        regex: r"\b(?:glpat|gldt|glrt|glptt|glsoat)-[A-Za-z0-9_-]{20,}",
+        replacement: "[MASKED_GITLAB_TOKEN]",
+        description: "GitLab personal, deploy, runner and trigger tokens",
+    },
+    BuiltinPattern {
+        name: "gcp_service_account_key",
+        regex: r#"((?i:private_key_id)\\?["']?[ \t]*:[ \t]*\\?["']?)[0-9a-f]{40}"#,
+        replacement: "${1}[MASKED_GCP_KEY_ID]",
+        description: "GCP service-account key ids (the key itself is a PEM private key)",
+    },
+    BuiltinPattern {
+        name: "azure_connection_string",
+        regex: r"((?i:AccountKey|SharedAccessKey|SharedAccessSignature|sig)=)[A-Za-z0-9+/%=_.-]{16,}",
+        replacement: "${1}[MASKED_AZURE_KEY]",
+        description: "Azure storage / service bus connection-string keys and SAS signatures",
+    },
+    BuiltinPattern {
         name: "slack_token",
         regex: r"\bxox[abposre]-[A-Za-z0-9-]{10,}|\bxapp-[0-9]-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]+",
         replacement: "[MASKED_SLACK_TOKEN]",
@@ -231,14 +249,15 @@ pub static GROUPS: &[(&str, &[&str])] = &[
             "token",
             "secret_key",
             "private_key",
-            "certificate",
-            "certificate_authority_data",
             "ssh_key",
             "email",
             "aws_access_key",
             "aws_secret_key",
             "github_token",
+            "gitlab_token",
             "slack_token",
+            "gcp_service_account_key",
+            "azure_connection_string",
         ],
     ),
     (
@@ -251,6 +270,14 @@ pub static GROUPS: &[(&str, &[&str])] = &[
             "secret_key",
             "private_key",
             "certificate_authority_data",
+            // Cloud and forge credentials end up in pod env and logs too.
+            "aws_access_key",
+            "aws_secret_key",
+            "github_token",
+            "gitlab_token",
+            "slack_token",
+            "gcp_service_account_key",
+            "azure_connection_string",
         ],
     ),
     (
@@ -258,6 +285,8 @@ pub static GROUPS: &[(&str, &[&str])] = &[
         &[
             "aws_access_key",
             "aws_secret_key",
+            "gcp_service_account_key",
+            "azure_connection_string",
             "api_key",
             "token",
             "secret_key",
@@ -276,7 +305,10 @@ pub static GROUPS: &[(&str, &[&str])] = &[
             "aws_access_key",
             "aws_secret_key",
             "github_token",
+            "gitlab_token",
             "slack_token",
+            "gcp_service_account_key",
+            "azure_connection_string",
             "token",
             "api_key",
             "password",
@@ -338,7 +370,7 @@ mod tests {
         for c in CODE_MASKERS {
             assert!(all.contains(c), "group all misses {c}");
         }
-        assert_eq!(PATTERNS.len(), 15);
+        assert_eq!(PATTERNS.len(), 18);
         assert!(group("nope").is_none());
         assert!(pattern("nope").is_none());
     }

@@ -96,12 +96,57 @@ pub(crate) fn looks_like_base64_secret(candidate: &str) -> bool {
     upper > 0 && lower > 0 && digit > 0 && !all_hex && !path_like
 }
 
+/// Words that follow `secret:`, `token:` or `password:` in error messages
+/// and status lines and are never the secret itself.
+const PROSE_WORDS: &[&str] = &[
+    "connection",
+    "refused",
+    "reset",
+    "closed",
+    "timeout",
+    "timed",
+    "denied",
+    "forbidden",
+    "unauthorized",
+    "required",
+    "missing",
+    "invalid",
+    "expired",
+    "unavailable",
+    "unknown",
+    "error",
+    "failed",
+    "failure",
+    "none",
+    "null",
+    "empty",
+    "true",
+    "false",
+    "redacted",
+    "hidden",
+    "notfound",
+    "not",
+    "cannot",
+    "could",
+    "unable",
+    "rejected",
+];
+
 /// Acceptance test for `key: value` patterns: leave values that are already
 /// a `[MASKED_X]` marker (the structural masker's, say) alone, and keep the
 /// sizes `kubectl describe secret` lists instead of values
 /// (`password:  16 bytes`).
 pub(crate) fn kv_value_is_secret(candidate: &str) -> bool {
     if candidate.contains("[MASKED_") {
+        return false;
+    }
+    // Prose, not a value: "cannot read secret: connection refused".
+    let value = candidate
+        .rsplit([' ', '\t', ':', '='])
+        .next()
+        .unwrap_or("")
+        .trim_matches(['"', '\'', '\\']);
+    if PROSE_WORDS.contains(&value.to_ascii_lowercase().as_str()) {
         return false;
     }
     let Some(head) = candidate

@@ -129,10 +129,35 @@ async fn run(command: Command, started: std::time::Instant) -> anyhow::Result<i3
 /// Logs go to stderr, never to stdout (progress, reports, URLs and MCP on
 /// stdio live there), and carry colour codes only when stderr is a terminal
 /// and `NO_COLOR` is unset.
+/// Dependencies that log request and response payloads (tool results, model
+/// output) at debug and trace: never below info, whatever `RUST_LOG` asks,
+/// so that no log level prints unmasked data.
+const PAYLOAD_LOGGERS: [&str; 7] = [
+    "rmcp",
+    "reqwest",
+    "hyper",
+    "hyper_util",
+    "h2",
+    "tonic",
+    "tower",
+];
+
+/// `RUST_LOG` (or `default_level`) with [`PAYLOAD_LOGGERS`] capped at info.
+fn log_filter(rust_log: Option<&str>, default_level: &str) -> tracing_subscriber::EnvFilter {
+    let mut filter = rust_log
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_level));
+    for target in PAYLOAD_LOGGERS {
+        if let Ok(directive) = format!("{target}=info").parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
+    filter
+}
+
 fn init_logging(json: bool, default_level: &str) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref(), default_level);
     let colour = std::io::stderr().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
@@ -154,4 +179,35 @@ fn crdgen(out: &std::path::Path) -> anyhow::Result<()> {
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod log_tests {
+    use super::log_filter;
+    use tracing::Level;
+
+    fn enabled(rust_log: &str, target_trace: bool) -> bool {
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(log_filter(Some(rust_log), "info"))
+            .with_writer(std::io::sink)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            if target_trace {
+                tracing::enabled!(target: "rmcp::transport::streamable_http_client", Level::TRACE)
+            } else {
+                tracing::enabled!(target: "tarsy_engine::run", Level::TRACE)
+            }
+        })
+    }
+
+    #[test]
+    fn payload_loggers_stay_at_info_whatever_rust_log_says() {
+        for rust_log in ["trace", "rmcp=trace", "trace,rmcp=trace"] {
+            assert!(
+                !enabled(rust_log, true),
+                "rmcp traces with RUST_LOG={rust_log}"
+            );
+        }
+        assert!(enabled("trace", false), "our own trace logs still work");
+    }
 }

@@ -39,6 +39,13 @@ pub struct WebhooksArgs {
     /// Cancel the investigation when Alertmanager reports the alert resolved.
     #[arg(long)]
     cancel_on_resolve: bool,
+    /// Alert type of alerts without the alert-type label (default: refuse them).
+    #[arg(long)]
+    default_alert_type: Option<String>,
+    /// Refuse alerts no Chain handles (default: create the Alert, which then
+    /// fails with a clear condition).
+    #[arg(long)]
+    require_chain: bool,
     /// Missing references in Chains, Agents, MCPServers, LLMProviders: deny or warn.
     #[arg(long, default_value = "deny")]
     reference_policy: String,
@@ -78,6 +85,11 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
         let mut config = BridgeConfig::new(&args.namespace);
         config.alert_type_label = args.alert_type_label.clone();
         config.cancel_on_resolve = args.cancel_on_resolve;
+        config.default_alert_type = args
+            .default_alert_type
+            .clone()
+            .filter(|t| !t.trim().is_empty());
+        config.require_chain = args.require_chain;
         let sink = Arc::new(KubeAlertSink::new(client.clone(), &args.namespace));
         Some(
             BridgeState::new(config, BridgeAuth::Bearer(token), sink)

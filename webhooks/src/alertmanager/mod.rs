@@ -421,28 +421,36 @@ impl Ctx<'_> {
             .filter(|s| !s.is_empty())
             .or_else(|| cfg.default_alert_type.clone());
         let Some(alert_type) = alert_type else {
-            result.message = Some(format!(
-                "label `{}` is missing or empty and no default alert type is configured",
-                cfg.alert_type_label
-            ));
+            refuse(
+                result,
+                alert,
+                format!(
+                    "label `{}` is missing or empty and no default alert type is configured",
+                    cfg.alert_type_label
+                ),
+            );
             return Ok(());
         };
         result.alert_type = Some(alert_type.clone());
         if alert_type.chars().count() > 253 {
-            result.message = Some("alert type is longer than 253 characters".into());
+            refuse(
+                result,
+                alert,
+                "alert type is longer than 253 characters".into(),
+            );
             return Ok(());
         }
         if cfg.require_chain
             && let Some(message) = self.unclaimed(&alert_type).await?
         {
-            result.message = Some(message);
+            refuse(result, alert, message);
             return Ok(());
         }
         let mut warnings = Vec::new();
         let spec = match build_spec(cfg, self.payload, alert, &alert_type, &mut warnings) {
             Ok(spec) => spec,
             Err(message) => {
-                result.message = Some(message);
+                refuse(result, alert, message);
                 return Ok(());
             }
         };
@@ -697,6 +705,13 @@ fn build_spec(
         }),
         cancel: None,
     })
+}
+
+/// Records why a firing alert was not turned into an Alert, and says so in
+/// the log (the response alone is only seen by Alertmanager).
+fn refuse(result: &mut AlertResult, alert: &AmAlert, message: String) {
+    tracing::warn!(fingerprint = %alert.fingerprint, reason = %message, "alert refused");
+    result.message = Some(message);
 }
 
 #[cfg(test)]

@@ -308,7 +308,13 @@ impl SessionControl for FakeControl {
             stage_id: stage.id,
             chat_created: chat.created,
         };
-        tarsy_api::publish_chat_accepted(self.publisher.as_ref(), &submission, &accepted).await;
+        tarsy_api::publish_chat_accepted(
+            self.publisher.as_ref(),
+            &submission,
+            &accepted,
+            submission.content.trim(),
+        )
+        .await;
         Ok(accepted)
     }
 }
