@@ -64,12 +64,35 @@ pub(crate) async fn recover(rt: &Arc<Runtime>) -> Result<usize> {
             ids.push(s.id);
         }
     }
-    let count = ids.len();
+    let mut count = 0;
     for id in ids {
+        if rt.is_driving(&id)
+            || !rt
+                .store
+                .take_over_session(&id, &rt.pod_id, stale_before)
+                .await?
+        {
+            continue;
+        }
         tracing::info!(session_id = %id, "taking back a session left in progress");
         spawn_runner(rt, id);
+        count += 1;
     }
     Ok(count)
+}
+
+/// Takes back what was left behind — sessions and chat answers of a
+/// restarted process or a replica that went silent — now and then, not only
+/// at start-up.
+async fn sweep(rt: &Arc<Runtime>) {
+    match recover(rt).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(sessions = n, "took over sessions left in progress"),
+        Err(e) => tracing::warn!(error = %e, "sweeping for orphaned sessions failed"),
+    }
+    if let Err(e) = crate::chat::close_orphaned_answers(rt).await {
+        tracing::warn!(error = %e, "sweeping for orphaned chat answers failed");
+    }
 }
 
 /// Claims pending sessions while the limit allows, oldest first.
@@ -115,7 +138,9 @@ async fn admit_pending(rt: &Arc<Runtime>) -> Result<()> {
 }
 
 /// The admission loop: runs until shutdown.
-pub(crate) async fn admission_loop(rt: Arc<Runtime>) {
+pub(crate) async fn admission_loop(rt: Arc<Runtime>, sweep_orphans: bool) {
+    let mut sweeps = tokio::time::interval(rt.settings.heartbeat_interval);
+    sweeps.tick().await;
     loop {
         if let Err(e) = admit_pending(&rt).await {
             tracing::warn!(error = %e, "admitting pending sessions failed");
@@ -124,6 +149,7 @@ pub(crate) async fn admission_loop(rt: Arc<Runtime>) {
             _ = rt.shutdown.cancelled() => return,
             _ = rt.admission.notified() => {}
             _ = tokio::time::sleep(rt.settings.poll_interval) => {}
+            _ = sweeps.tick(), if sweep_orphans => sweep(&rt).await,
         }
     }
 }

@@ -296,9 +296,10 @@ impl LocalApp {
             if recovered > 0 {
                 tracing::info!(sessions = recovered, "took back sessions left in progress");
             }
+            crate::chat::close_orphaned_answers(&rt).await?;
         }
         let background = TaskTracker::new();
-        background.spawn(admission::admission_loop(rt.clone()));
+        background.spawn(admission::admission_loop(rt.clone(), options.recover));
 
         let api_stop = CancellationToken::new();
         let mut health = None;

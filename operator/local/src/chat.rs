@@ -84,12 +84,7 @@ pub(crate) async fn submit(
         // Not answered by this process (it holds the reservation): either an
         // answer this process was giving before a restart, or one whose
         // owner went silent — close it; otherwise another process is busy.
-        let orphaned = chat.pod_id.as_deref() == Some(rt.pod_id.as_str())
-            || chat.last_interaction_at.is_none_or(|at| {
-                chrono::Utc::now() - at
-                    > chrono::Duration::from_std(rt.settings.orphan_timeout).unwrap_or_default()
-            });
-        if !orphaned {
+        if !orphaned(rt, &chat) {
             return Err(ChatError::Busy { chat_id: chat.id });
         }
         close_stale_stage(rt, &stale.id).await.map_err(internal)?;
@@ -249,6 +244,49 @@ pub(crate) fn cancel_for_session(rt: &Runtime, session_id: &str) -> Option<(Stri
             c.cancel.cancel();
             (chat_id.clone(), c.stage_id.clone())
         })
+}
+
+/// Whether nobody is answering in `chat` any more: this process is not
+/// (checked by the caller), and the owner is this process before a restart
+/// or went silent.
+fn orphaned(rt: &Runtime, chat: &tarsy_store::Chat) -> bool {
+    chat.pod_id.as_deref() == Some(rt.pod_id.as_str())
+        || chat.last_interaction_at.is_none_or(|at| {
+            chrono::Utc::now() - at
+                > chrono::Duration::from_std(rt.settings.orphan_timeout).unwrap_or_default()
+        })
+}
+
+/// Closes the chat answers whose process died (this one before a restart,
+/// or a silent replica), so that no chat stays busy forever: their stage
+/// and execution end failed with the reason, and the chat is free.
+pub(crate) async fn close_orphaned_answers(rt: &Runtime) -> Result<usize, StoreError> {
+    let mut closed = 0;
+    for stage in rt.store.unfinished_chat_stages().await? {
+        let Some(chat_id) = stage.chat_id.as_deref() else {
+            continue;
+        };
+        if lock(&rt.chats).contains_key(chat_id) {
+            continue;
+        }
+        let chat = rt.store.get_chat(chat_id).await?;
+        if !orphaned(rt, &chat) {
+            continue;
+        }
+        tracing::warn!(session_id = %stage.session_id, stage_id = %stage.id, "closing a chat answer interrupted by a restart");
+        close_stale_stage(rt, &stage.id).await?;
+        rt.store.touch_chat(chat_id, None).await?;
+        rt.publish_stage_status(
+            &stage.session_id,
+            &stage.id,
+            &stage.stage_name,
+            stage.stage_index,
+            ExecutionStatus::Failed,
+        )
+        .await;
+        closed += 1;
+    }
+    Ok(closed)
 }
 
 /// Closes a chat stage whose answer died with its process.

@@ -241,8 +241,80 @@ async fn shutdown_then_restart(db_url: String) {
     app.shutdown().await;
 }
 
+/// A chat answer whose process was killed (nothing recorded its end) does
+/// not leave the chat busy: the next start closes it as failed (its
+/// execution too) before anyone asks again, and the next question is
+/// answered.
+async fn chat_answer_killed_mid_answer(db_url: String) {
+    let script = ScriptedLlm::new();
+    script
+        .push_route("Alpha", ScriptedResponse::text("Alpha done."))
+        .push_route("Delta", ScriptedResponse::text("Delta done."))
+        .push(ScriptedResponse::text("Summary."))
+        .push_route("ChatAgent", ScriptedResponse::hang());
+    let peers = Peers::start(script).await;
+    let app = start(config(&peers, TWO_STAGES), &peers, &db_url).await;
+    let id = submit(&app, "Two").await;
+    finish(&app, &id).await;
+    let ask = |content: &str| tarsy_core::control::ChatSubmission {
+        session_id: id.clone(),
+        content: content.into(),
+        author: "tester".into(),
+    };
+    let first = app
+        .control()
+        .submit_chat_message(ask("Why?"))
+        .await
+        .unwrap();
+    eventually("the chat answer running", || async {
+        app.store()
+            .get_stage(&first.stage_id)
+            .await
+            .is_ok_and(|s| s.status == ExecutionStatus::Active)
+    })
+    .await;
+    app.shutdown().await;
+    // As if killed: the answer is still recorded as running.
+    let store = Store::connect(&db_url).await.unwrap();
+    store
+        .update_stage_status(&first.stage_id, ExecutionStatus::Active, None)
+        .await
+        .unwrap();
+    for exec in store.list_agent_executions(&first.stage_id).await.unwrap() {
+        store
+            .update_agent_execution_status(&exec.id, ExecutionStatus::Active, None)
+            .await
+            .unwrap();
+    }
+    store.close().await;
+
+    let script = ScriptedLlm::new();
+    script.push_route("ChatAgent", ScriptedResponse::text("Because of the cache."));
+    let peers = Peers::start(script).await;
+    let app = start(config(&peers, TWO_STAGES), &peers, &db_url).await;
+    let stage = app.store().get_stage(&first.stage_id).await.unwrap();
+    assert_eq!(stage.status, ExecutionStatus::Failed, "closed at start");
+    for exec in app.store().list_agent_executions(&stage.id).await.unwrap() {
+        assert!(exec.status.is_terminal(), "{exec:?}");
+    }
+    let second = app
+        .control()
+        .submit_chat_message(ask("And now?"))
+        .await
+        .unwrap();
+    eventually("the second answer", || async {
+        app.store()
+            .get_stage(&second.stage_id)
+            .await
+            .is_ok_and(|s| s.status == ExecutionStatus::Completed)
+    })
+    .await;
+    app.shutdown().await;
+}
+
 on_both_backends!(
     resumes_between_stages,
     fails_interrupted_execution,
     shutdown_then_restart,
+    chat_answer_killed_mid_answer,
 );

@@ -392,6 +392,36 @@ impl Store {
             .await
     }
 
+    /// Makes `pod_id` the owner of running session `id` if it may take it:
+    /// it owns it already, nobody does, or the owner's last sign of life is
+    /// older than `stale_before`. Atomic: of several replicas sweeping at
+    /// once, one wins. True when `pod_id` owns it now.
+    pub async fn take_over_session(
+        &self,
+        id: &str,
+        pod_id: &str,
+        stale_before: DateTime<Utc>,
+    ) -> Result<bool> {
+        let n = self
+            .db
+            .execute(
+                Sql::new(
+                    "UPDATE alert_sessions SET pod_id = $2, last_interaction_at = $3 \
+                     WHERE id = $1 AND status IN ($4, $5) AND deleted_at IS NULL \
+                     AND (pod_id = $2 OR pod_id IS NULL OR last_interaction_at IS NULL \
+                          OR last_interaction_at < $6)",
+                )
+                .bind(id)
+                .bind(pod_id)
+                .bind(now())
+                .bind(SessionStatus::InProgress.as_str())
+                .bind(SessionStatus::Cancelling.as_str())
+                .bind(normalize_time(stale_before)),
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
     /// Hides a session from lists (keeps its data until purged). Deleting a
     /// deleted session keeps the first deletion time.
     pub async fn soft_delete_session(&self, id: &str) -> Result<()> {

@@ -314,6 +314,21 @@ impl Store {
         Ok(stage)
     }
 
+    /// Every chat stage still answering (pending or active), oldest first:
+    /// after a restart, the answers that died with their process.
+    pub async fn unfinished_chat_stages(&self) -> Result<Vec<Stage>> {
+        self.db
+            .fetch_all(
+                Sql::new(
+                    "SELECT * FROM stages WHERE chat_id IS NOT NULL AND status IN ($1, $2) \
+                     ORDER BY created_at, id",
+                )
+                .bind(ExecutionStatus::Pending.as_str())
+                .bind(ExecutionStatus::Active.as_str()),
+            )
+            .await
+    }
+
     /// Creates a pending agent execution. With an explicit id that already
     /// exists, the stored execution is returned. A second execution at the
     /// same index of the same stage is a conflict.
