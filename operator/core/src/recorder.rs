@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::conversation::{TokenUsage, ToolCall};
+use crate::conversation::{ConversationMessage, TokenUsage, ToolCall};
 use crate::status::{
     LlmInteractionType, McpInteractionType, MessageRole, TimelineEventStatus, TimelineEventType,
 };
@@ -66,6 +66,18 @@ pub struct TimelineEvent {
     pub created_at: DateTime<Utc>,
     /// Last changed.
     pub updated_at: DateTime<Utc>,
+}
+
+/// A stored conversation message: what an interrupted execution continues
+/// from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMessage {
+    /// Stored id.
+    pub id: String,
+    /// Position in the execution's conversation, from 1.
+    pub sequence_number: i64,
+    /// The message.
+    pub message: ConversationMessage,
 }
 
 /// A conversation message to store.
@@ -204,6 +216,14 @@ pub trait ExecutionRecorder: Send + Sync {
 
     /// Timeline events of a whole session, in order.
     async fn session_timeline(&self, session_id: &str) -> Result<Vec<TimelineEvent>, RecordError>;
+
+    /// The stored conversation of one execution, in order (empty for an
+    /// execution that has not started): an execution interrupted by a
+    /// restart continues from it.
+    async fn execution_messages(
+        &self,
+        execution_id: &str,
+    ) -> Result<Vec<StoredMessage>, RecordError>;
 }
 
 /// A WebSocket channel: `session:{id}` or `sessions`.

@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::Value;
 use tarsy_core::{
-    EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMcpInteraction, NewMessage,
-    NewTimelineEvent, RecordError, StreamEvent, TimelineEvent, TimelineEventStatus,
+    ConversationMessage, EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMcpInteraction,
+    NewMessage, NewTimelineEvent, RecordError, StoredMessage, StreamEvent, TimelineEvent,
+    TimelineEventStatus,
 };
 
 /// A published event.
@@ -249,6 +250,31 @@ impl ExecutionRecorder for MemoryRecorder {
             .filter(|e| e.scope.session_id == session_id)
             .cloned()
             .collect())
+    }
+
+    async fn execution_messages(
+        &self,
+        execution_id: &str,
+    ) -> Result<Vec<StoredMessage>, RecordError> {
+        let g = self.lock();
+        let mut v: Vec<StoredMessage> = g
+            .messages
+            .iter()
+            .filter(|(_, m)| m.scope.execution_id.as_deref() == Some(execution_id))
+            .map(|(id, m)| StoredMessage {
+                id: id.clone(),
+                sequence_number: m.sequence_number,
+                message: ConversationMessage {
+                    role: m.role,
+                    content: m.content.clone(),
+                    tool_calls: m.tool_calls.clone(),
+                    tool_call_id: m.tool_call_id.clone(),
+                    tool_name: m.tool_name.clone(),
+                },
+            })
+            .collect();
+        v.sort_by_key(|m| m.sequence_number);
+        Ok(v)
     }
 }
 

@@ -39,7 +39,8 @@ use tarsy_core::recorder::session_channel;
 use tarsy_core::stream::{StreamEvent, timestamp};
 use tarsy_core::{
     ConversationMessage, EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMessage,
-    NewTimelineEvent, RecordError, RecordScope, TimelineEventStatus, TimelineEventType,
+    NewTimelineEvent, RecordError, RecordScope, TimelineEvent, TimelineEventStatus,
+    TimelineEventType,
 };
 
 /// Streamed content is written to storage once this much is buffered...
@@ -156,6 +157,33 @@ impl Recorder {
     /// The scope records are written under.
     pub fn scope(&self) -> &RecordScope {
         &self.scope
+    }
+
+    /// Continues the numbering of an execution that already has events and
+    /// messages (a resumed execution): nothing is numbered twice.
+    pub(crate) fn continue_after(&mut self, event_seq: i64, message_seq: i64) {
+        self.event_seq = self.event_seq.max(event_seq);
+        self.message_seq = self.message_seq.max(message_seq);
+    }
+
+    /// Closes an event a dead process left streaming: failed, its partial
+    /// content kept, marked `interrupted`.
+    pub(crate) async fn close_interrupted(&self, event: &TimelineEvent) -> Result<(), RecordError> {
+        let mut handle = EventHandle {
+            id: event.id.clone(),
+            event_type: event.event_type,
+            metadata: event.metadata.clone(),
+            content: event.content.clone(),
+            pending: String::new(),
+            last_flush: Instant::now(),
+        };
+        self.complete(
+            &mut handle,
+            &event.content,
+            TimelineEventStatus::Failed,
+            Some(serde_json::json!({"interrupted": true})),
+        )
+        .await
     }
 
     async fn publish(&self, event: StreamEvent) {

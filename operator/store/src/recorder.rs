@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use tarsy_core::{
-    ExecutionRecorder, NewLlmInteraction, NewMcpInteraction, NewMessage, NewTimelineEvent,
-    RecordError, TimelineEvent, TimelineEventStatus,
+    ConversationMessage, ExecutionRecorder, NewLlmInteraction, NewMcpInteraction, NewMessage,
+    NewTimelineEvent, RecordError, StoredMessage, TimelineEvent, TimelineEventStatus,
 };
 
 use crate::Store;
@@ -61,5 +61,31 @@ impl ExecutionRecorder for Store {
 
     async fn session_timeline(&self, session_id: &str) -> Result<Vec<TimelineEvent>, RecordError> {
         Ok(Store::session_timeline(self, session_id).await?)
+    }
+
+    async fn execution_messages(
+        &self,
+        execution_id: &str,
+    ) -> Result<Vec<StoredMessage>, RecordError> {
+        let stored = match Store::list_messages(self, execution_id).await {
+            Ok(list) => list,
+            // An execution not stored (yet) has no conversation.
+            Err(crate::StoreError::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(stored
+            .into_iter()
+            .map(|m| StoredMessage {
+                id: m.id,
+                sequence_number: m.sequence_number,
+                message: ConversationMessage {
+                    role: m.role,
+                    content: m.content,
+                    tool_calls: m.tool_calls,
+                    tool_call_id: m.tool_call_id,
+                    tool_name: m.tool_name,
+                },
+            })
+            .collect())
     }
 }

@@ -10,10 +10,12 @@
 //! | [`llm_call`] | a call with provider fallback and its LLM interaction records |
 //! | [`compaction`] | calls with the conversation: pruning and compaction on overflow |
 //! | [`tool_call`] | running a tool call: events, summarization, capping |
+//! | [`resume`] | continuing an execution a dead process left running |
 
 mod compaction;
 mod failure;
 mod llm_call;
+mod resume;
 mod streaming;
 mod tool_call;
 
@@ -28,7 +30,7 @@ use tokio::time::Instant;
 use crate::execution::ExecutionContext;
 use crate::fallback::ProviderChain;
 use crate::iteration::IterationState;
-use crate::prompt::{ChatInput, PromptBuilder, PromptInput, render};
+use crate::prompt::{ChatInput, FailedServer, PromptBuilder, PromptInput, render};
 use crate::recording::Recorder;
 use crate::window::Conversation;
 
@@ -38,6 +40,8 @@ pub(crate) use llm_call::CallRequest;
 pub(crate) use streaming::{LlmResponse, TextTarget, merged};
 
 const LLM_ERROR_FEEDBACK: &str = include_str!("../assets/llm_error_feedback.md");
+/// Metadata `kind` of the event saying a server cannot be used.
+const UNAVAILABLE_KIND: &str = "mcp_server_unavailable";
 const EMPTY_RESPONSE_FEEDBACK: &str = include_str!("../assets/empty_response_feedback.md");
 
 /// The shared state of one execution.
@@ -60,6 +64,8 @@ pub(crate) struct Run<'a> {
     pub tools: Vec<ToolDefinition>,
     /// The last stored message (LLM interaction records point at it).
     last_message_id: Option<String>,
+    /// Set when the run continues an interrupted execution.
+    resumed: Option<resume::Resumed>,
 }
 
 async fn sleep_opt(deadline: Option<Instant>) {
@@ -91,16 +97,56 @@ impl<'a> Run<'a> {
             usage: TokenUsage::default(),
             tools: Vec::new(),
             last_message_id: None,
+            resumed: None,
         };
-        match run.prepare(prev_stage_context).await {
+        // An execution with a stored conversation was interrupted (its
+        // process died or was stopped): it continues where it was.
+        let prepared = match ctx.recorder.execution_messages(&ctx.execution_id).await {
+            Ok(stored) if !stored.is_empty() => run.resume(stored).await,
+            Ok(_) => run.prepare(prev_stage_context).await,
+            Err(e) => Err(Stop::Record(e)),
+        };
+        match prepared {
             Ok(()) => Ok(run),
             Err(stop) => Err((run, stop)),
         }
     }
 
     async fn prepare(&mut self, prev_stage_context: Option<&str>) -> Result<(), Stop> {
+        let unavailable = self.list_tools().await?;
+        for f in &unavailable {
+            self.unavailable_event(f).await?;
+        }
+        if let Some(switch) = self.chain.skip_open(&self.ctx.breakers) {
+            self.fallback_event(&switch).await?;
+        }
         let strategy = self.ctx.config.iteration_strategy;
-        if strategy.uses_tools() {
+        let input = PromptInput {
+            alert_type: self.ctx.alert_type.clone(),
+            alert_data: self.ctx.alert_data.clone(),
+            runbook: self.ctx.runbook_content.clone(),
+            tools: self.tools.clone(),
+            failed_servers: unavailable,
+            chat: self.ctx.chat.as_ref().map(|c| ChatInput {
+                investigation_context: c.investigation_context.clone(),
+                question: c.question.clone(),
+            }),
+            previous_stage_context: prev_stage_context.map(str::to_string),
+            ..PromptInput::default()
+        }
+        .with_config(&self.ctx.config, &self.ctx.mcp_servers);
+        let messages = self.prompts.messages_for(strategy, &input);
+        for m in &messages {
+            self.last_message_id = Some(self.rec.store_message(m).await?);
+        }
+        self.conv = Conversation::new(messages);
+        Ok(())
+    }
+
+    /// Lists the tools (for tool strategies) and returns every server the
+    /// agent cannot use, whether it failed to start or to list its tools.
+    async fn list_tools(&mut self) -> Result<Vec<FailedServer>, Stop> {
+        if self.ctx.config.iteration_strategy.uses_tools() {
             let deadline = self.iteration_deadline();
             let tools = self.ctx.tools.clone();
             match self.guard(deadline, tools.list_tools()).await {
@@ -124,44 +170,22 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        // Every server the agent cannot use is said once, on the timeline
-        // and in the prompt, whether it failed to start or to list its tools.
         let mut unavailable = self.ctx.failed_servers.clone();
         for f in self.ctx.tools.unavailable_servers() {
             if !unavailable.iter().any(|u| u.server == f.server) {
                 unavailable.push(f);
             }
         }
-        for f in &unavailable {
-            self.error_event(
-                &format!("MCP server {} unavailable: {}", f.server, f.error),
-                json!({"kind": "mcp_server_unavailable", "server": f.server}),
-            )
-            .await?;
-        }
-        if let Some(switch) = self.chain.skip_open(&self.ctx.breakers) {
-            self.fallback_event(&switch).await?;
-        }
-        let input = PromptInput {
-            alert_type: self.ctx.alert_type.clone(),
-            alert_data: self.ctx.alert_data.clone(),
-            runbook: self.ctx.runbook_content.clone(),
-            tools: self.tools.clone(),
-            failed_servers: unavailable,
-            chat: self.ctx.chat.as_ref().map(|c| ChatInput {
-                investigation_context: c.investigation_context.clone(),
-                question: c.question.clone(),
-            }),
-            previous_stage_context: prev_stage_context.map(str::to_string),
-            ..PromptInput::default()
-        }
-        .with_config(&self.ctx.config, &self.ctx.mcp_servers);
-        let messages = self.prompts.messages_for(strategy, &input);
-        for m in &messages {
-            self.last_message_id = Some(self.rec.store_message(m).await?);
-        }
-        self.conv = Conversation::new(messages);
-        Ok(())
+        Ok(unavailable)
+    }
+
+    /// Says, on the timeline, that the agent cannot use a server.
+    async fn unavailable_event(&mut self, f: &FailedServer) -> Result<(), RecordError> {
+        self.error_event(
+            &format!("MCP server {} unavailable: {}", f.server, f.error),
+            json!({"kind": UNAVAILABLE_KIND, "server": f.server}),
+        )
+        .await
     }
 
     /// A deadline one iteration timeout from now.

@@ -8,7 +8,7 @@ use tarsy_core::{
 };
 use tokio::time::Instant;
 
-use super::{CallError, CallRequest, Run, TextTarget};
+use super::{CallError, CallRequest, Run, TextTarget, merged};
 use crate::prompt::{conversation_context, render};
 use crate::tokens::{estimate_tokens, truncate_for_storage, truncate_for_summarization};
 use crate::tools::normalize_tool_name;
@@ -39,6 +39,16 @@ impl Run<'_> {
         call: ToolCall,
         deadline: Instant,
     ) -> Result<ToolOutcome, CallError> {
+        self.run_tool(call, deadline, json!({})).await
+    }
+
+    /// [`Run::execute_tool`] with `extra` merged into the event's metadata.
+    pub(super) async fn run_tool(
+        &mut self,
+        call: ToolCall,
+        deadline: Instant,
+        extra: serde_json::Value,
+    ) -> Result<ToolOutcome, CallError> {
         let name = normalize_tool_name(&call.name);
         let (server, tool) = match name.split_once('.') {
             Some((s, t)) => (s.to_string(), t.to_string()),
@@ -50,12 +60,15 @@ impl Run<'_> {
                 TimelineEventType::LlmToolCall,
                 TimelineEventStatus::Streaming,
                 "",
-                json!({
-                    "server_name": server,
-                    "tool_name": tool,
-                    "arguments": call.arguments,
-                    "call_id": call.id,
-                }),
+                merged(
+                    json!({
+                        "server_name": server,
+                        "tool_name": tool,
+                        "arguments": call.arguments,
+                        "call_id": call.id,
+                    }),
+                    &extra,
+                ),
             )
             .await?;
         if !self.tools.iter().any(|t| t.name == name) {

@@ -4,7 +4,8 @@
 
 use async_trait::async_trait;
 use serde_json::json;
-use tarsy_core::{ConversationMessage, ExecutionStatus, LlmInteractionType};
+use tarsy_core::{ConversationMessage, ExecutionStatus, LlmInteractionType, ToolCall};
+use tokio::time::Instant;
 
 use super::forced_conclusion::forced_conclusion;
 use super::{Strategy, run_with};
@@ -36,7 +37,17 @@ impl Strategy for FunctionCalling {
 
 async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
     let tools = run.tools.clone();
-    for iteration in 1..=run.state.max_iterations {
+    // An interrupted execution first finishes the turn it was in.
+    if let Some(turn) = run.take_pending_turn() {
+        if turn.tool_calls.is_empty() {
+            run.conclude(&turn.text, json!({})).await?;
+            let iteration = run.state.current_iteration;
+            return Ok(ExecutionResult::completed(turn.text, run.usage, iteration));
+        }
+        let deadline = run.iteration_deadline();
+        answer_tool_calls(run, turn.tool_calls, deadline, true).await?;
+    }
+    for iteration in run.state.current_iteration + 1..=run.state.max_iterations {
         if run.state.should_abort_on_timeouts() {
             return Ok(ExecutionResult::ended(
                 ExecutionStatus::Failed,
@@ -88,39 +99,56 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
             false,
         )
         .await?;
-        let mut pending = resp.tool_calls.into_iter();
-        while let Some(call) = pending.next() {
-            let (id, name) = (call.id.clone(), call.name.clone());
-            match run.execute_tool(call, deadline).await {
-                Ok(out) => {
-                    let content = if out.failed {
-                        executor_failure_text(&out.content)
-                    } else {
-                        out.content
-                    };
-                    run.push_message(ConversationMessage::tool(id, out.name, content), true)
-                        .await?;
-                }
-                Err(CallError::Stop(s)) => return Err(s),
-                Err(e) => {
-                    // Every tool call needs an answer, or providers reject
-                    // the next request: answer this one and the rest.
-                    let msg = run.llm_failure(e).await?;
-                    let note = format!("Error: tool call not completed: {msg}");
-                    run.push_message(ConversationMessage::tool(id, name, note.clone()), true)
-                        .await?;
-                    for rest in pending.by_ref() {
-                        run.push_message(
-                            ConversationMessage::tool(rest.id, rest.name, note.clone()),
-                            true,
-                        )
-                        .await?;
-                    }
+        answer_tool_calls(run, resp.tool_calls, deadline, false).await?;
+    }
+    forced_conclusion(run, false).await
+}
+
+/// Runs a turn's tool calls and answers each in the conversation;
+/// `reissue` for calls an interruption cut off.
+async fn answer_tool_calls(
+    run: &mut Run<'_>,
+    calls: Vec<ToolCall>,
+    deadline: Instant,
+    reissue: bool,
+) -> Result<(), Stop> {
+    let mut pending = calls.into_iter();
+    while let Some(call) = pending.next() {
+        let (id, name) = (call.id.clone(), call.name.clone());
+        let outcome = if reissue {
+            run.reissue_tool(call, deadline).await
+        } else {
+            run.execute_tool(call, deadline).await
+        };
+        match outcome {
+            Ok(out) => {
+                let content = if out.failed {
+                    executor_failure_text(&out.content)
+                } else {
+                    out.content
+                };
+                run.push_message(ConversationMessage::tool(id, out.name, content), true)
+                    .await?;
+            }
+            Err(CallError::Stop(s)) => return Err(s),
+            Err(e) => {
+                // Every tool call needs an answer, or providers reject
+                // the next request: answer this one and the rest.
+                let msg = run.llm_failure(e).await?;
+                let note = format!("Error: tool call not completed: {msg}");
+                run.push_message(ConversationMessage::tool(id, name, note.clone()), true)
+                    .await?;
+                for rest in pending.by_ref() {
+                    run.push_message(
+                        ConversationMessage::tool(rest.id, rest.name, note.clone()),
+                        true,
+                    )
+                    .await?;
                 }
             }
         }
     }
-    forced_conclusion(run, false).await
+    Ok(())
 }
 
 /// An executor failure as the function-calling model sees it.

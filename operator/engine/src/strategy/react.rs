@@ -14,6 +14,7 @@ use super::{Strategy, run_with};
 use crate::execution::{ExecutionContext, ExecutionResult};
 use crate::react_parser::{self, ReactStep};
 use crate::run::{CallError, LlmResponse, Run, Stop, merged};
+use tokio::time::Instant;
 
 /// The ReAct strategy.
 #[derive(Debug, Clone, Copy, Default)]
@@ -67,7 +68,16 @@ fn first_line(s: &str) -> &str {
 }
 
 async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
-    for iteration in 1..=run.state.max_iterations {
+    // An interrupted execution first acts on the answer it was acting on.
+    if let Some(turn) = run.take_pending_turn() {
+        let iteration = run.state.current_iteration;
+        let deadline = run.iteration_deadline();
+        let step = react_parser::parse(&turn.text).step(&run.tools);
+        if let Some(done) = act(run, step, iteration, deadline, true).await? {
+            return Ok(done);
+        }
+    }
+    for iteration in run.state.current_iteration + 1..=run.state.max_iterations {
         if run.state.should_abort_on_timeouts() {
             return Ok(ExecutionResult::ended(
                 ExecutionStatus::Failed,
@@ -105,58 +115,80 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
         }
         let parsed = react_parser::parse(&resp.text);
         thought_event(run, parsed.thought.as_deref(), &json!({})).await?;
-        match parsed.step(&run.tools) {
-            ReactStep::FinalAnswer(answer) => {
-                run.final_event(&answer, json!({})).await?;
-                return Ok(ExecutionResult::completed(answer, run.usage, iteration));
-            }
-            ReactStep::CallTool { name, input } => {
-                let call = ToolCall {
-                    id: format!("react-{iteration}"),
-                    name,
-                    arguments: input,
-                };
-                let observation = match run.execute_tool(call, deadline).await {
-                    Ok(out) if out.failed => {
-                        react_parser::format_tool_error_observation(&out.content)
-                    }
-                    Ok(out) => react_parser::format_observation(&ToolResult {
-                        call_id: format!("react-{iteration}"),
-                        name: out.name,
-                        content: out.content,
-                        is_error: out.is_error,
-                    }),
-                    Err(CallError::Stop(s)) => return Err(s),
-                    Err(e) => {
-                        let msg = run.llm_failure(e).await?;
-                        react_parser::format_tool_error_observation(&msg)
-                    }
-                };
-                run.push_message(ConversationMessage::user(observation), true)
-                    .await?;
-            }
-            ReactStep::UnknownTool {
-                requested,
-                observation,
-            } => {
-                run.error_event(
-                    &format!("The model asked for an unknown tool: {requested}"),
-                    json!({"kind": "unknown_tool", "tool": requested}),
-                )
-                .await?;
-                run.push_message(ConversationMessage::user(observation), false)
-                    .await?;
-            }
-            ReactStep::FormatError { feedback } => {
-                run.error_event(
-                    &format!("Malformed ReAct response: {}", first_line(&feedback)),
-                    json!({"kind": "format_error"}),
-                )
-                .await?;
-                run.push_message(ConversationMessage::user(feedback), false)
-                    .await?;
-            }
+        let step = parsed.step(&run.tools);
+        if let Some(done) = act(run, step, iteration, deadline, false).await? {
+            return Ok(done);
         }
     }
     forced_conclusion(run, true).await
+}
+
+/// Does what a parsed answer says: concludes (the result), or calls a tool
+/// or gives feedback and lets the loop go on (`None`); `reissue` for a tool
+/// call an interruption cut off.
+async fn act(
+    run: &mut Run<'_>,
+    step: ReactStep,
+    iteration: u32,
+    deadline: Instant,
+    reissue: bool,
+) -> Result<Option<ExecutionResult>, Stop> {
+    match step {
+        ReactStep::FinalAnswer(answer) => {
+            run.conclude(&answer, json!({})).await?;
+            return Ok(Some(ExecutionResult::completed(
+                answer, run.usage, iteration,
+            )));
+        }
+        ReactStep::CallTool { name, input } => {
+            let call = ToolCall {
+                id: format!("react-{iteration}"),
+                name,
+                arguments: input,
+            };
+            let outcome = if reissue {
+                run.reissue_tool(call, deadline).await
+            } else {
+                run.execute_tool(call, deadline).await
+            };
+            let observation = match outcome {
+                Ok(out) if out.failed => react_parser::format_tool_error_observation(&out.content),
+                Ok(out) => react_parser::format_observation(&ToolResult {
+                    call_id: format!("react-{iteration}"),
+                    name: out.name,
+                    content: out.content,
+                    is_error: out.is_error,
+                }),
+                Err(CallError::Stop(s)) => return Err(s),
+                Err(e) => {
+                    let msg = run.llm_failure(e).await?;
+                    react_parser::format_tool_error_observation(&msg)
+                }
+            };
+            run.push_message(ConversationMessage::user(observation), true)
+                .await?;
+        }
+        ReactStep::UnknownTool {
+            requested,
+            observation,
+        } => {
+            run.error_event(
+                &format!("The model asked for an unknown tool: {requested}"),
+                json!({"kind": "unknown_tool", "tool": requested}),
+            )
+            .await?;
+            run.push_message(ConversationMessage::user(observation), false)
+                .await?;
+        }
+        ReactStep::FormatError { feedback } => {
+            run.error_event(
+                &format!("Malformed ReAct response: {}", first_line(&feedback)),
+                json!({"kind": "format_error"}),
+            )
+            .await?;
+            run.push_message(ConversationMessage::user(feedback), false)
+                .await?;
+        }
+    }
+    Ok(None)
 }

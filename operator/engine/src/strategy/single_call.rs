@@ -26,6 +26,11 @@ impl Strategy for SingleCall {
 }
 
 async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
+    // Interrupted after the answer was stored: it is the conclusion.
+    if let Some(turn) = run.take_pending_turn() {
+        run.conclude(&turn.text, json!({})).await?;
+        return Ok(ExecutionResult::completed(turn.text, run.usage, 1));
+    }
     run.state.current_iteration = 1;
     let deadline = run.iteration_deadline();
     let classify = match run.ctx.config.iteration_strategy {

@@ -6,4 +6,5 @@ mod function_calling;
 mod react;
 mod reference_timeline;
 mod resilience;
+mod resume;
 mod single_call;

@@ -536,6 +536,7 @@ async fn open_circuits_are_skipped_by_later_executions() {
     assert!(breakers.is_open("primary"));
 
     let mut ctx = h.ctx(cfg);
+    ctx.execution_id = "a-later-execution".into();
     ctx.breakers = breakers.clone();
     let result = run_agent(ctx, None).await;
     assert_eq!(result.final_analysis.as_deref(), Some("second"));
