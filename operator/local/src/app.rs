@@ -34,6 +34,8 @@ use crate::stdio;
 /// How often [`LocalApp::wait_for_terminal`] reads a session that this
 /// process does not drive (nothing here wakes it when another process ends it).
 const OTHER_PROCESS_RECHECK: Duration = Duration::from_millis(250);
+/// How long shutdown waits for interrupted work to record that it stopped.
+const INTERRUPT_WAIT: Duration = Duration::from_secs(5);
 
 /// How to start local mode.
 pub struct LocalOptions {
@@ -287,6 +289,7 @@ impl LocalApp {
             submitting: tokio::sync::Mutex::new(()),
             released: Notify::new(),
             shutdown: CancellationToken::new(),
+            interrupt: CancellationToken::new(),
             tasks: TaskTracker::new(),
         });
         let control = LocalControl { rt: rt.clone() };
@@ -439,21 +442,32 @@ impl LocalApp {
         }
     }
 
-    /// Stops admitting, stops the API, interrupts running executions (they
-    /// are recorded as failed; their sessions stay in progress and are taken
-    /// back by the next start) and closes the store.
+    /// Stops admitting and stops the API; lets running executions and chat
+    /// answers go on for the shutdown grace, then interrupts them (an
+    /// interrupted execution stays running in the store, its session in
+    /// progress: the next start resumes it from its conversation; an
+    /// interrupted chat answer is recorded as failed); closes the store.
     pub async fn shutdown(self) {
         self.rt.shutdown.cancel();
         self.api_stop.cancel();
-        for chat in crate::runtime::lock(&self.rt.chats).values() {
-            chat.cancel.cancel();
-        }
         self.rt.tasks.close();
         if tokio::time::timeout(self.rt.settings.shutdown_grace, self.rt.tasks.wait())
             .await
             .is_err()
         {
-            tracing::warn!("executions did not stop within the shutdown grace period");
+            tracing::warn!(
+                "interrupting what still runs after the shutdown grace; the next start resumes it"
+            );
+            self.rt.interrupt.cancel();
+            for chat in crate::runtime::lock(&self.rt.chats).values() {
+                chat.cancel.cancel();
+            }
+            if tokio::time::timeout(INTERRUPT_WAIT, self.rt.tasks.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!("executions did not stop after being interrupted");
+            }
         }
         if let Some(monitor) = &self.health {
             monitor.stop().await;

@@ -28,7 +28,9 @@ pub struct DriverSettings {
     pub orphan_timeout: Duration,
     /// Limit of the executive summary call.
     pub summary_timeout: Duration,
-    /// How long shutdown waits for running executions to record their end.
+    /// How long shutdown lets running executions and chat answers go on
+    /// before interrupting them (an interrupted execution is resumed by the
+    /// next start).
     pub shutdown_grace: Duration,
 }
 
@@ -44,9 +46,9 @@ impl Default for DriverSettings {
     }
 }
 
-/// Why an execution that was still running is recorded as failed.
+/// Why a chat answer that was still running is recorded as failed.
 pub(crate) const INTERRUPTED_BY_SHUTDOWN: &str =
-    "interrupted: TARSy shut down before the execution finished";
+    "interrupted: TARSy shut down before the answer finished";
 
 /// A session being driven by this process.
 pub(crate) struct RunningSession {
@@ -86,7 +88,10 @@ pub(crate) struct Runtime {
     pub(crate) submitting: tokio::sync::Mutex<()>,
     /// Wakes everyone waiting for a session to be let go of (its loop ended).
     pub(crate) released: Notify,
+    /// Shutting down: nothing new is admitted or started.
     pub(crate) shutdown: CancellationToken,
+    /// The shutdown grace is over: what still runs is interrupted.
+    pub(crate) interrupt: CancellationToken,
     pub(crate) tasks: TaskTracker,
 }
 

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Result, SessionError};
-use crate::runtime::{INTERRUPTED_BY_SHUTDOWN, Runtime, lock};
+use crate::runtime::{Runtime, lock};
 use crate::view::{self, StageMeta};
 
 /// Attempts of one action before the session is failed (storage errors).
@@ -33,7 +33,8 @@ const MAX_ATTEMPTS: u32 = 5;
 enum Stop {
     /// The machine asked (user cancel or session timeout).
     Machine(StopReason),
-    /// The process is shutting down.
+    /// The process shut down and its grace is over: the execution is
+    /// left running in the store, for the next start to resume.
     Shutdown,
 }
 
@@ -116,9 +117,6 @@ async fn drive_inner(rt: &Arc<Runtime>, session_id: &str, wake: Arc<Notify>) -> 
     let deadline = Instant::now() + timeout.saturating_sub(elapsed);
     let plan = chain_plan(&rt.config, &chain);
     let loaded = view::load(&rt.store, &session, &plan, elapsed >= timeout).await?;
-    if loaded.interrupted > 0 {
-        tracing::warn!(%session_id, executions = loaded.interrupted, "resuming a session whose executions were interrupted; they are recorded as failed");
-    }
     rt.publish_session_status(session_id, session.status).await;
 
     let (tx, rx) = mpsc::unbounded_channel();
@@ -150,6 +148,7 @@ async fn drive_inner(rt: &Arc<Runtime>, session_id: &str, wake: Arc<Notify>) -> 
         summary: None,
         shutting_down: false,
     };
+    run.resume_interrupted(loaded.interrupted).await?;
     run.run(rx, wake).await
 }
 
@@ -189,6 +188,7 @@ impl SessionRun {
         let mut status_poll = tokio::time::interval(self.rt.settings.poll_interval);
         status_poll.tick().await;
         let shutdown = self.rt.shutdown.clone();
+        let interrupt = self.rt.interrupt.clone();
         loop {
             if self.shutting_down && self.running_count() == 0 {
                 if let Some(s) = self.summary.take() {
@@ -216,7 +216,8 @@ impl SessionRun {
                     _ = tokio::time::sleep_until(self.deadline), if !self.view.deadline_passed => {
                         self.view.deadline_passed = true;
                     }
-                    _ = shutdown.cancelled(), if !self.shutting_down => self.on_shutdown(),
+                    _ = shutdown.cancelled(), if !self.shutting_down => self.shutting_down = true,
+                    _ = interrupt.cancelled(), if self.shutting_down => self.on_interrupt(),
                     _ = heartbeat.tick() => {
                         if let Err(e) = self.rt.store.touch_session(self.session_id()).await {
                             tracing::warn!(session_id = %self.session_id(), error = %e, "heartbeat failed");
@@ -266,9 +267,13 @@ impl SessionRun {
         }
     }
 
-    fn on_shutdown(&mut self) {
-        self.shutting_down = true;
-        for r in self.executions.values_mut().filter(|r| !r.done) {
+    /// The shutdown grace is over: stops what still runs.
+    fn on_interrupt(&mut self) {
+        for r in self
+            .executions
+            .values_mut()
+            .filter(|r| !r.done && r.stop.is_none())
+        {
             r.stop = Some(Stop::Shutdown);
             r.cancel.cancel();
         }
@@ -301,12 +306,12 @@ impl SessionRun {
             return;
         };
         running.done = true;
+        if running.stop == Some(Stop::Shutdown) && result.status != ExecutionStatus::Completed {
+            tracing::info!(execution_id = %running.id, "execution interrupted by the shutdown; the next start resumes it");
+            return;
+        }
         let (status, error) = match (running.stop, result.status) {
             (_, ExecutionStatus::Completed) => (ExecutionStatus::Completed, None),
-            (Some(Stop::Shutdown), _) => (
-                ExecutionStatus::Failed,
-                Some(INTERRUPTED_BY_SHUTDOWN.to_string()),
-            ),
             (Some(Stop::Machine(StopReason::TimedOut)), ExecutionStatus::Cancelled) => (
                 ExecutionStatus::TimedOut,
                 Some("session timed out".to_string()),
@@ -481,16 +486,7 @@ impl SessionRun {
             .update_stage_status(&stage.id, ExecutionStatus::Active, None)
             .await?;
 
-        let input = match start.kind {
-            StageKind::Synthesis => AgentInput::Synthesis {
-                investigations: context::synthesis_input(store, &session_id, start.db_index)
-                    .await?,
-            },
-            _ => AgentInput::Investigation {
-                previous_stages: context::previous_stages(store, &session_id, start.db_index)
-                    .await?,
-            },
-        };
+        let input = self.stage_input(start.kind, start.db_index).await?;
 
         self.stages.insert(
             start.db_index,
@@ -528,54 +524,119 @@ impl SessionRun {
             .await;
 
         for (index, _, execution_id, resolved) in launches {
-            let cancel = CancellationToken::new();
-            self.executions.insert(
-                (start.db_index, index),
-                Running {
-                    id: execution_id.clone(),
-                    cancel: cancel.clone(),
-                    stop: None,
-                    done: false,
-                },
-            );
-            let tx = self.tx.clone();
-            let db_index = start.db_index;
-            let config = match resolved {
-                Ok(c) => c,
-                Err(e) => {
-                    // Nothing to run: the execution fails with the reason.
-                    let _ = tx.send(Event::ExecutionDone {
-                        stage: db_index,
-                        index,
-                        result: ExecutionResult::ended(
-                            ExecutionStatus::Failed,
-                            format!("cannot resolve the agent configuration: {e}"),
-                            Default::default(),
-                            0,
-                        ),
-                    });
-                    continue;
-                }
-            };
-            let assignment = Assignment::new(
-                &self.session,
-                stage.id.clone(),
+            self.launch(
+                start.db_index,
+                index,
+                &stage.id,
                 execution_id,
-                config,
-                input.clone(),
-                self.deadline,
-                cancel,
+                resolved,
+                &input,
             );
-            let launcher = self.rt.launcher.clone();
-            self.rt.tasks.spawn(async move {
-                let result = launcher.run(assignment, None).await.result;
+        }
+        Ok(())
+    }
+
+    /// Runs an execution of a stage record: the engine starts it, or
+    /// continues it from its stored conversation if it ran before.
+    fn launch(
+        &mut self,
+        db_index: u32,
+        index: u32,
+        stage_id: &str,
+        execution_id: String,
+        resolved: std::result::Result<tarsy_core::ResolvedAgentConfig, impl std::fmt::Display>,
+        input: &AgentInput,
+    ) {
+        let cancel = CancellationToken::new();
+        self.executions.insert(
+            (db_index, index),
+            Running {
+                id: execution_id.clone(),
+                cancel: cancel.clone(),
+                stop: None,
+                done: false,
+            },
+        );
+        let tx = self.tx.clone();
+        let config = match resolved {
+            Ok(c) => c,
+            Err(e) => {
+                // Nothing to run: the execution fails with the reason.
                 let _ = tx.send(Event::ExecutionDone {
                     stage: db_index,
                     index,
-                    result,
+                    result: ExecutionResult::ended(
+                        ExecutionStatus::Failed,
+                        format!("cannot resolve the agent configuration: {e}"),
+                        Default::default(),
+                        0,
+                    ),
                 });
+                return;
+            }
+        };
+        let assignment = Assignment::new(
+            &self.session,
+            stage_id,
+            execution_id,
+            config,
+            input.clone(),
+            self.deadline,
+            cancel,
+        );
+        let launcher = self.rt.launcher.clone();
+        self.rt.tasks.spawn(async move {
+            let result = launcher.run(assignment, None).await.result;
+            let _ = tx.send(Event::ExecutionDone {
+                stage: db_index,
+                index,
+                result,
             });
+        });
+    }
+
+    /// Runs again the executions a dead (or stopped) process left
+    /// unfinished: each continues from its stored conversation.
+    async fn resume_interrupted(&mut self, interrupted: Vec<(u32, u32)>) -> Result<()> {
+        for (db_index, index) in interrupted {
+            let Some(stage) = self.view.stages.iter().find(|s| s.db_index == db_index) else {
+                continue;
+            };
+            let (config_index, kind) = (stage.config_index, stage.kind);
+            let meta = self.stage_meta(db_index)?;
+            let Some(execution_id) = self
+                .executions
+                .get(&(db_index, index))
+                .map(|r| r.id.clone())
+            else {
+                continue;
+            };
+            let resolved = resolve_execution(
+                &self.rt.config,
+                &self.chain.spec,
+                config_index,
+                kind,
+                index,
+                self.selection.as_ref(),
+            );
+            let input = self.stage_input(kind, db_index).await?;
+            tracing::info!(session_id = %self.session.id, %execution_id, "resuming an interrupted execution");
+            self.launch(db_index, index, &meta.id, execution_id, resolved, &input);
         }
         Ok(())
+    }
+
+    /// What the executions of a stage record are given.
+    async fn stage_input(&self, kind: StageKind, db_index: u32) -> Result<AgentInput> {
+        let store = &self.rt.store;
+        Ok(match kind {
+            StageKind::Synthesis => AgentInput::Synthesis {
+                investigations: context::synthesis_input(store, &self.session.id, db_index).await?,
+            },
+            _ => AgentInput::Investigation {
+                previous_stages: context::previous_stages(store, &self.session.id, db_index)
+                    .await?,
+            },
+        })
     }
 }

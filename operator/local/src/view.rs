@@ -1,10 +1,10 @@
 //! The state machine's view of a session, read from the store. Every
 //! decision is re-derivable from it, which is what makes a restart lose
 //! nothing: a session left in progress by a dead process is read back, the
-//! executions that died with it are closed as failed (their conversation
-//! lived in that process and cannot be continued), and the machine carries
-//! on from there — starting the next stage, synthesis or summary as if
-//! nothing had happened.
+//! executions that were running are run again (the engine continues each
+//! from its stored conversation), and the machine carries on from there —
+//! starting the next stage, synthesis or summary as if nothing had
+//! happened.
 
 use std::collections::HashMap;
 
@@ -19,9 +19,9 @@ use tarsy_store::{NewAgentExecution, Session, Store};
 
 use crate::error::Result;
 
-/// Why an execution found running at start-up is recorded as failed.
-pub(crate) const INTERRUPTED_BY_RESTART: &str = "interrupted: the TARSy process running this \
-     execution stopped before it finished (an execution cannot be resumed mid-conversation)";
+/// Why a chat answer found running at start-up is recorded as failed.
+pub(crate) const INTERRUPTED_BY_RESTART: &str =
+    "interrupted: the TARSy process answering stopped before it finished";
 
 /// What the runner knows about one stage record.
 #[derive(Debug, Clone)]
@@ -36,8 +36,9 @@ pub(crate) struct Loaded {
     pub(crate) stages: HashMap<u32, StageMeta>,
     /// `(stage db_index, execution index)` → execution id.
     pub(crate) executions: HashMap<(u32, u32), String>,
-    /// Executions closed as failed because their process died.
-    pub(crate) interrupted: usize,
+    /// Executions a dead process left unfinished, to run again:
+    /// `(stage db_index, execution index)`.
+    pub(crate) interrupted: Vec<(u32, u32)>,
 }
 
 /// Closes an execution that cannot continue: its streaming timeline events
@@ -66,9 +67,9 @@ pub(crate) async fn close_interrupted(
 }
 
 /// Reads the session's investigation stages and executions into a view,
-/// closing executions that were running (they belonged to a process that is
-/// gone: this is only called when nobody else drives the session) and
-/// creating, as failed, executions a stage expected but never got.
+/// listing the executions that were running (they belonged to a process
+/// that is gone: this is only called when nobody else drives the session)
+/// and creating the executions a stage expected but never got.
 pub(crate) async fn load(
     store: &Store,
     session: &Session,
@@ -88,7 +89,7 @@ pub(crate) async fn load(
     };
     let mut stages = HashMap::new();
     let mut executions = HashMap::new();
-    let mut interrupted = 0;
+    let mut interrupted = Vec::new();
     let mut next_config_index = 0usize;
     let mut last_investigation = 0usize;
 
@@ -154,13 +155,10 @@ pub(crate) async fn load(
         }
 
         let mut exec_views = Vec::new();
-        for mut row in rows {
+        for row in rows {
             let index = u32::try_from(row.agent_index).unwrap_or(u32::MAX);
             if !row.status.is_terminal() {
-                close_interrupted(store, &row.id, INTERRUPTED_BY_RESTART).await?;
-                row.status = ExecutionStatus::Failed;
-                row.error_message = Some(INTERRUPTED_BY_RESTART.to_string());
-                interrupted += 1;
+                interrupted.push((db_index, index));
             }
             let final_analysis = if row.status == ExecutionStatus::Completed {
                 final_analysis_of(&store.execution_timeline(&row.id).await?)
@@ -171,7 +169,11 @@ pub(crate) async fn load(
             exec_views.push(ExecutionView {
                 index,
                 display_name: row.agent_name.clone(),
-                status: row.status,
+                status: if row.status.is_terminal() {
+                    row.status
+                } else {
+                    ExecutionStatus::Active
+                },
                 final_analysis,
                 error: row.error_message.clone(),
                 stopping: false,

@@ -1,14 +1,14 @@
 //! Restart recovery on SQLite and Postgres: sessions left in progress by a
 //! process that is gone are resumed from the store by the level-triggered
-//! machine, or failed with a clear reason where an execution cannot be
-//! resumed — never stuck.
+//! machine, their interrupted executions continued from their stored
+//! conversations — never stuck, never started over.
 
 mod common;
 
 use serde_json::json;
 use tarsy_core::{
-    ExecutionKind, ExecutionStatus, IterationStrategy, NewTimelineEvent, RecordScope,
-    SessionStatus, TimelineEventStatus, TimelineEventType,
+    ExecutionKind, ExecutionStatus, IterationStrategy, MessageRole, NewMessage, NewTimelineEvent,
+    RecordScope, SessionStatus, TimelineEventStatus, TimelineEventType,
 };
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedResponse};
 use tarsy_store::{NewAgentExecution, NewSession, NewStage, Store};
@@ -162,40 +162,80 @@ async fn resumes_between_stages(db_url: String) {
     app.shutdown().await;
 }
 
-/// The process died in the middle of an execution: its conversation is
-/// gone, so the execution is closed as failed with the reason (its
-/// streaming event too), the stage fails and so does the session — it does
-/// not stay in progress.
-async fn fails_interrupted_execution(db_url: String) {
+/// The process died in the middle of an execution: the next start runs it
+/// again from its stored conversation (not from scratch), closes the answer
+/// that was cut off as interrupted, and the session completes — nothing
+/// numbered twice.
+async fn resumes_interrupted_execution(db_url: String) {
     let store = Store::connect(&db_url).await.unwrap();
-    let (_, exec_id) = crashed_session(&store, "crash-1", ExecutionStatus::Active).await;
+    let (stage_id, exec_id) = crashed_session(&store, "crash-1", ExecutionStatus::Active).await;
+    let scope = RecordScope {
+        session_id: "crash-1".into(),
+        stage_id: Some(stage_id),
+        execution_id: Some(exec_id.clone()),
+    };
+    for (seq, role, content) in [
+        (1, MessageRole::System, "You are Alpha (stored)."),
+        (2, MessageRole::User, "Investigate web-1 (stored)."),
+    ] {
+        store
+            .create_message(NewMessage {
+                scope: scope.clone(),
+                sequence_number: seq,
+                role,
+                content: content.into(),
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+                tool_name: None,
+            })
+            .await
+            .unwrap();
+    }
     store.close().await;
 
-    let peers = Peers::start(ScriptedLlm::new()).await;
+    let script = ScriptedLlm::new();
+    script
+        .push_route("Alpha", ScriptedResponse::text("Alpha after restart."))
+        .push_route("Delta", ScriptedResponse::text("Delta after restart."))
+        .push(ScriptedResponse::text("Summary."));
+    let peers = Peers::start(script).await;
     let app = start(config(&peers, TWO_STAGES), &peers, &db_url).await;
     let session = finish(&app, "crash-1").await;
-    assert_eq!(session.status, SessionStatus::Failed);
-    let error = session.error_message.unwrap();
-    assert!(error.contains("interrupted"), "{error}");
+    assert_eq!(session.status, SessionStatus::Completed, "{session:?}");
+    assert_eq!(
+        session.final_analysis.as_deref(),
+        Some("Delta after restart.")
+    );
     let exec = app.store().get_agent_execution(&exec_id).await.unwrap();
-    assert_eq!(exec.status, ExecutionStatus::Failed);
+    assert_eq!(exec.status, ExecutionStatus::Completed);
     let events = app.store().execution_timeline(&exec_id).await.unwrap();
     assert_eq!(events[0].status, TimelineEventStatus::Failed);
     assert_eq!(events[0].content, "half an answ");
-    assert_eq!(peers.script().request_count(), 0);
+    assert_eq!(events[0].metadata["interrupted"], true);
+    let mut numbers: Vec<i64> = events.iter().map(|e| e.sequence_number).collect();
+    numbers.dedup();
+    assert_eq!(numbers.len(), events.len(), "{events:#?}");
+    // Alpha continued its stored conversation.
+    let alpha = &peers.script().requests()[0].request;
+    let sent: Vec<&str> = alpha.messages.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(
+        sent,
+        ["You are Alpha (stored).", "Investigate web-1 (stored)."]
+    );
     app.shutdown().await;
 }
 
-/// A graceful shutdown interrupts the running execution (recorded as
-/// failed, with the reason) and leaves the session for the next start,
-/// which ends it instead of leaving it in progress; a pending session
-/// waits for the next start and then runs.
+/// A graceful shutdown lets running executions go on for its grace, then
+/// interrupts them without recording them as failed; the next start
+/// resumes the interrupted execution and the session completes; a pending
+/// session waits for the next start and then runs.
 async fn shutdown_then_restart(db_url: String) {
     let script = ScriptedLlm::new();
     script.push_route("Alpha", ScriptedResponse::hang());
     let peers = Peers::start(script).await;
     let mut first = options(config(&peers, TWO_STAGES), &peers, &db_url);
     first.max_concurrent_sessions = Some(1);
+    first.settings.shutdown_grace = std::time::Duration::from_millis(300);
     let app = tarsy_local::LocalApp::start(first).await.unwrap();
     let running = submit(&app, "Two").await;
     wait_active_execution(app.store(), &running).await;
@@ -212,33 +252,51 @@ async fn shutdown_then_restart(db_url: String) {
         SessionStatus::Pending
     );
     let execs = store.list_session_executions(&running).await.unwrap();
-    assert_eq!(execs[0].status, ExecutionStatus::Failed);
-    assert!(
-        execs[0]
-            .error_message
-            .as_deref()
-            .unwrap()
-            .contains("shut down")
-    );
+    assert_eq!(execs[0].status, ExecutionStatus::Active, "left to resume");
     store.close().await;
 
     let script = ScriptedLlm::new();
     script
         .push_route("Alpha", ScriptedResponse::text("Alpha after restart."))
+        .push_route("Alpha", ScriptedResponse::text("Alpha for the next one."))
         .push_route("Delta", ScriptedResponse::text("Delta after restart."))
+        .push_route("Delta", ScriptedResponse::text("Delta for the next one."))
+        .push(ScriptedResponse::text("Summary."))
         .push(ScriptedResponse::text("Summary."));
     let peers = Peers::start(script).await;
     let app = start(config(&peers, TWO_STAGES), &peers, &db_url).await;
-    let ended = finish(&app, &running).await;
-    assert_eq!(ended.status, SessionStatus::Failed);
-    assert!(ended.error_message.unwrap().contains("shut down"));
-    let resumed = finish(&app, &waiting).await;
-    assert_eq!(resumed.status, SessionStatus::Completed);
-    assert_eq!(
-        resumed.final_analysis.as_deref(),
-        Some("Delta after restart.")
-    );
+    let resumed = finish(&app, &running).await;
+    assert_eq!(resumed.status, SessionStatus::Completed, "{resumed:?}");
+    let waited = finish(&app, &waiting).await;
+    assert_eq!(waited.status, SessionStatus::Completed, "{waited:?}");
     app.shutdown().await;
+}
+
+/// Shutdown waits for an execution that finishes within the grace.
+async fn shutdown_lets_executions_finish_within_the_grace(db_url: String) {
+    let script = ScriptedLlm::new();
+    script.push_route(
+        "Alpha",
+        ScriptedResponse::text("Alpha, finished during the grace.")
+            .with_chunk_delay(std::time::Duration::from_millis(400)),
+    );
+    let peers = Peers::start(script).await;
+    let mut opts = options(config(&peers, TWO_STAGES), &peers, &db_url);
+    opts.settings.shutdown_grace = std::time::Duration::from_secs(20);
+    let app = tarsy_local::LocalApp::start(opts).await.unwrap();
+    let id = submit(&app, "Two").await;
+    wait_active_execution(app.store(), &id).await;
+    app.shutdown().await;
+
+    let store = Store::connect(&db_url).await.unwrap();
+    let execs = store.list_session_executions(&id).await.unwrap();
+    assert_eq!(execs.len(), 1, "no new stage starts while shutting down");
+    assert_eq!(execs[0].status, ExecutionStatus::Completed);
+    assert_eq!(
+        store.get_session(&id).await.unwrap().status,
+        SessionStatus::InProgress
+    );
+    store.close().await;
 }
 
 /// A chat answer whose process was killed (nothing recorded its end) does
@@ -314,7 +372,8 @@ async fn chat_answer_killed_mid_answer(db_url: String) {
 
 on_both_backends!(
     resumes_between_stages,
-    fails_interrupted_execution,
+    resumes_interrupted_execution,
     shutdown_then_restart,
+    shutdown_lets_executions_finish_within_the_grace,
     chat_answer_killed_mid_answer,
 );

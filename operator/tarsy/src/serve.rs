@@ -36,6 +36,11 @@ pub struct ServeArgs {
     /// restarts so sessions left in progress are taken back.
     #[arg(long, env = "TARSY_POD_ID")]
     pub pod_id: Option<String>,
+    /// Seconds a stop (SIGTERM, Ctrl-C) lets running executions go on
+    /// before interrupting them; interrupted ones are resumed by the next
+    /// start.
+    #[arg(long, env = "TARSY_SHUTDOWN_GRACE", default_value_t = 10)]
+    pub shutdown_grace: u64,
 }
 
 /// `$XDG_DATA_HOME/tarsy`, else `$HOME/.local/share/tarsy`, else `.tarsy`.
@@ -94,6 +99,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(pod_id) = args.pod_id {
         options.pod_id = pod_id;
     }
+    options.settings.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     let app = LocalApp::start(options)
         .await
         .context("starting local mode")?;
@@ -109,7 +115,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
     crate::process::stop_requested().await;
-    eprintln!("shutting down: running executions are interrupted and resumed on the next start");
+    eprintln!(
+        "shutting down: running executions have {}s to finish; those still running then are resumed by the next start",
+        args.shutdown_grace
+    );
     app.shutdown().await;
     Ok(())
 }

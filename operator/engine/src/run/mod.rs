@@ -101,11 +101,16 @@ impl<'a> Run<'a> {
         };
         // An execution with a stored conversation was interrupted (its
         // process died or was stopped): it continues where it was.
-        let prepared = match ctx.recorder.execution_messages(&ctx.execution_id).await {
-            Ok(stored) if !stored.is_empty() => run.resume(stored).await,
-            Ok(_) => run.prepare(prev_stage_context).await,
-            Err(e) => Err(Stop::Record(e)),
-        };
+        let prepared = async {
+            let stored = ctx.recorder.execution_messages(&ctx.execution_id).await?;
+            let earlier = run.close_earlier_attempt(&stored).await?;
+            if stored.is_empty() {
+                run.prepare(prev_stage_context).await
+            } else {
+                run.resume(stored, earlier).await
+            }
+        }
+        .await;
         match prepared {
             Ok(()) => Ok(run),
             Err(stop) => Err((run, stop)),

@@ -45,6 +45,8 @@ pub(super) struct Resumed {
     retried: HashSet<String>,
     /// A final analysis was recorded before the interruption.
     final_recorded: bool,
+    /// Servers already said to be unavailable.
+    reported: HashSet<String>,
 }
 
 /// The answer given to a tool call that was interrupted again after being
@@ -87,9 +89,13 @@ fn flag(metadata: &Value, key: &str) -> bool {
 }
 
 impl Run<'_> {
-    /// Prepares the run of an interrupted execution from its stored
-    /// conversation (see the module documentation).
-    pub(super) async fn resume(&mut self, stored: Vec<StoredMessage>) -> Result<(), Stop> {
+    /// Reads back what an earlier attempt of this execution recorded (none
+    /// for a new execution): numbering continues after it, its events left
+    /// streaming are closed as interrupted.
+    pub(super) async fn close_earlier_attempt(
+        &mut self,
+        stored: &[StoredMessage],
+    ) -> Result<Resumed, Stop> {
         let timeline = self
             .ctx
             .recorder
@@ -99,15 +105,7 @@ impl Run<'_> {
         let last_message = stored.iter().map(|m| m.sequence_number).max();
         self.rec
             .continue_after(last_event.unwrap_or(0), last_message.unwrap_or(0));
-        tracing::info!(
-            session_id = %self.ctx.session_id,
-            execution_id = %self.ctx.execution_id,
-            messages = stored.len(),
-            "resuming an interrupted execution from its stored conversation"
-        );
-
         let mut resumed = Resumed::default();
-        let mut reported: HashSet<String> = HashSet::new();
         for event in &timeline {
             if event.status == TimelineEventStatus::Streaming {
                 self.rec.close_interrupted(event).await?;
@@ -120,14 +118,32 @@ impl Run<'_> {
                 resumed.retried.insert(id.to_string());
             }
             if let Some(server) = unavailable_server(event) {
-                reported.insert(server.to_string());
+                resumed.reported.insert(server.to_string());
             }
         }
+        Ok(resumed)
+    }
 
+    /// Prepares the run of an interrupted execution from its stored
+    /// conversation (see the module documentation).
+    pub(super) async fn resume(
+        &mut self,
+        stored: Vec<StoredMessage>,
+        mut resumed: Resumed,
+    ) -> Result<(), Stop> {
+        tracing::info!(
+            session_id = %self.ctx.session_id,
+            execution_id = %self.ctx.execution_id,
+            messages = stored.len(),
+            "resuming an interrupted execution from its stored conversation"
+        );
         // Servers that became unusable since are said; those said before
         // are not said twice.
         let unavailable = self.list_tools().await?;
-        for f in unavailable.iter().filter(|f| !reported.contains(&f.server)) {
+        for f in unavailable
+            .iter()
+            .filter(|f| !resumed.reported.contains(&f.server))
+        {
             self.unavailable_event(f).await?;
         }
         if let Some(switch) = self.chain.skip_open(&self.ctx.breakers) {
