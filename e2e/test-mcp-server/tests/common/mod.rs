@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use tarsy_core::config::{HttpTransport, TlsOptions};
 use tarsy_core::{
     ExecutionRecorder, McpServerConfig, McpTransport, NewLlmInteraction, NewMcpInteraction,
-    NewMessage, NewTimelineEvent, RecordError, SummarizationConfig, TimelineEvent,
+    NewMessage, NewTimelineEvent, RecordError, StoredMessage, SummarizationConfig, TimelineEvent,
     TimelineEventStatus,
 };
 use tarsy_masking::{AlertMaskingConfig, MaskingConfig, MaskingService};
@@ -131,6 +131,9 @@ impl ExecutionRecorder for MemoryRecorder {
         Err(unused())
     }
     async fn session_timeline(&self, _: &str) -> Result<Vec<TimelineEvent>, RecordError> {
+        Err(unused())
+    }
+    async fn execution_messages(&self, _: &str) -> Result<Vec<StoredMessage>, RecordError> {
         Err(unused())
     }
 }
