@@ -198,6 +198,12 @@ pub struct AgentExecutionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     pub pod_name: Option<String>,
+    /// Replacement pods started because a pod was lost before its runner
+    /// recorded a result (eviction, OOM kill, node loss, deletion); each
+    /// resumes the execution from its stored conversation. The `PodReady`
+    /// condition and the Events say why each pod was lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_restarts: Option<u32>,
     /// Current iteration (1-based).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration: Option<u32>,

@@ -3,10 +3,13 @@
 //! fields the operator sets. The runner owns the execution's progress
 //! (phase Active → terminal, iteration, tokens, timeline); the operator
 //! only records what the runner cannot: its pod's name and readiness, and
-//! the failure of a pod that ended without the runner recording a terminal
-//! phase (OOMKilled, image pull failure, eviction, deletion), or the end of
-//! an execution that was stopped (cancel, session timeout) before its runner
-//! could record it.
+//! the loss of a pod that ended without the runner recording a terminal
+//! phase (OOMKilled, eviction, node loss, deletion) — replaced, within a
+//! budget and after a backoff, by a pod whose runner resumes the execution
+//! from its stored conversation, else the execution fails with the cause —
+//! a pod that cannot start (image pull failure), or the end of an execution
+//! that was stopped (cancel, session timeout) before its runner could
+//! record it.
 
 use std::time::Duration;
 
@@ -42,6 +45,10 @@ pub struct ExecutionInputs<'a> {
     /// How long a pod may stay unable to start (image pull, bad config)
     /// before the execution fails.
     pub pod_start_timeout: Duration,
+    /// How many lost pods are replaced before the execution fails.
+    pub pod_restart_limit: u32,
+    /// Wait before the first replacement; doubled for each further one.
+    pub pod_restart_backoff: Duration,
     /// The clock.
     pub now: Timestamp,
 }
@@ -92,6 +99,7 @@ pub fn reconcile_execution(inputs: &ExecutionInputs<'_>) -> ExecutionOutcome {
     // The operator's view of status: only the fields it owns.
     let mut status = AgentExecutionStatus {
         pod_name: Some(name.clone()),
+        pod_restarts: observed.pod_restarts,
         conditions: observed.conditions.clone(),
         observed_generation: generation,
         ..AgentExecutionStatus::default()
@@ -105,11 +113,52 @@ pub fn reconcile_execution(inputs: &ExecutionInputs<'_>) -> ExecutionOutcome {
             return out;
         }
         if observed.pod_name.is_some() && pod_was_started(&observed) {
-            let msg = "the investigation pod was deleted before the runner recorded a result";
-            end(&mut status, ExecutionPhase::Failed, msg, now);
-            out.event = Some(warning("PodDeleted", msg));
-            out.status = Some(status);
-            return out;
+            match lost_since(&observed) {
+                // The loss is recorded (the pod was deleted for it): replace
+                // the pod once the backoff is over.
+                Some(lost_at) => {
+                    let restarts = observed.pod_restarts.unwrap_or(0);
+                    let wait = backoff(inputs, restarts);
+                    let waited = now.as_second().saturating_sub(lost_at);
+                    let wait_secs = i64::try_from(wait.as_secs()).unwrap_or(i64::MAX);
+                    if waited < wait_secs {
+                        out.requeue = Some(Duration::from_secs(
+                            u64::try_from(wait_secs - waited).unwrap_or(1).max(1),
+                        ));
+                        out.status = Some(status);
+                        return out;
+                    }
+                    let msg = format!(
+                        "replacement pod {} of {} created; the runner resumes the execution",
+                        restarts + 1,
+                        inputs.pod_restart_limit
+                    );
+                    status.pod_restarts = Some(restarts + 1);
+                    conditions::set(
+                        &mut status.conditions,
+                        conditions::POD_READY,
+                        false,
+                        "PodReplaced",
+                        &msg,
+                        generation,
+                        now,
+                    );
+                    out.event = Some(EventNote {
+                        warning: false,
+                        reason: "PodReplaced".into(),
+                        note: msg,
+                    });
+                    out.pod = PodAction::Create;
+                    out.requeue = Some(inputs.pod_start_timeout);
+                    out.status = Some(status);
+                    return out;
+                }
+                None => {
+                    let msg =
+                        "the investigation pod was deleted before the runner recorded a result";
+                    return lose_pod(inputs, &observed, status, msg, "PodDeleted", false);
+                }
+            }
         }
         conditions::set(
             &mut status.conditions,
@@ -135,16 +184,13 @@ pub fn reconcile_execution(inputs: &ExecutionInputs<'_>) -> ExecutionOutcome {
 
     // The pod ended but the runner left no terminal phase.
     if matches!(pod_phase, "Succeeded" | "Failed") {
-        let (phase, msg) = match stop {
-            Some(reason) => (stop_phase(reason), stop_message(reason).to_string()),
-            None => (ExecutionPhase::Failed, pod_failure_reason(pod)),
-        };
-        end(&mut status, phase, &msg, now);
-        if stop.is_none() {
-            out.event = Some(warning("PodFailed", &msg));
+        if let Some(reason) = stop {
+            end(&mut status, stop_phase(reason), stop_message(reason), now);
+            out.status = Some(status);
+            return out;
         }
-        out.status = Some(status);
-        return out;
+        let msg = pod_failure_reason(pod);
+        return lose_pod(inputs, &observed, status, &msg, "PodFailed", !terminating);
     }
 
     if stop.is_some() {
@@ -160,10 +206,7 @@ pub fn reconcile_execution(inputs: &ExecutionInputs<'_>) -> ExecutionOutcome {
 
     if terminating {
         let msg = "the investigation pod is being deleted (eviction or node loss)";
-        out.event = Some(warning("PodTerminating", msg));
-        end(&mut status, ExecutionPhase::Failed, msg, now);
-        out.status = Some(status);
-        return out;
+        return lose_pod(inputs, &observed, status, msg, "PodTerminating", false);
     }
 
     if let Some(reason) = stuck_reason(pod) {
@@ -197,6 +240,94 @@ pub fn reconcile_execution(inputs: &ExecutionInputs<'_>) -> ExecutionOutcome {
         generation,
         now,
     );
+    out.status = Some(status);
+    out
+}
+
+/// Reason of the `PodReady` condition while a lost pod awaits its
+/// replacement.
+const POD_LOST: &str = "PodLost";
+
+/// Longest wait before a replacement pod.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// The wait before replacement `restarts + 1`.
+fn backoff(inputs: &ExecutionInputs<'_>, restarts: u32) -> Duration {
+    inputs
+        .pod_restart_backoff
+        .saturating_mul(2u32.saturating_pow(restarts.min(16)))
+        .min(MAX_BACKOFF)
+}
+
+/// When the pod was recorded lost, if its replacement is awaited.
+fn lost_since(observed: &AgentExecutionStatus) -> Option<i64> {
+    observed
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::POD_READY && c.reason == POD_LOST)
+        .map(|c| c.last_transition_time.0.as_second())
+}
+
+/// A pod lost before its runner recorded a result: within the budget, the
+/// loss is recorded (the pod deleted when `delete`) and a replacement
+/// follows after the backoff; beyond it, the execution fails with the
+/// cause.
+fn lose_pod(
+    inputs: &ExecutionInputs<'_>,
+    observed: &AgentExecutionStatus,
+    mut status: AgentExecutionStatus,
+    cause: &str,
+    event_reason: &str,
+    delete: bool,
+) -> ExecutionOutcome {
+    let restarts = observed.pod_restarts.unwrap_or(0);
+    let generation = inputs.execution.metadata.generation;
+    let mut out = ExecutionOutcome {
+        status: None,
+        pod: PodAction::None,
+        event: None,
+        requeue: None,
+    };
+    if restarts >= inputs.pod_restart_limit {
+        let msg = if restarts == 0 {
+            cause.to_string()
+        } else {
+            format!("{cause} (after {restarts} replacement pods)")
+        };
+        end(&mut status, ExecutionPhase::Failed, &msg, inputs.now);
+        out.event = Some(warning(event_reason, &msg));
+        out.status = Some(status);
+        return out;
+    }
+    let already = lost_since(observed).is_some();
+    // The transition time marks the loss (the backoff counts from it):
+    // a pod lost while still starting moves from False to False.
+    status
+        .conditions
+        .retain(|c| c.type_ != conditions::POD_READY || already);
+    conditions::set(
+        &mut status.conditions,
+        conditions::POD_READY,
+        false,
+        POD_LOST,
+        cause,
+        generation,
+        inputs.now,
+    );
+    if !already {
+        out.event = Some(warning(
+            event_reason,
+            &format!(
+                "{cause}; a replacement pod resumes the execution (restart {} of {})",
+                restarts + 1,
+                inputs.pod_restart_limit
+            ),
+        ));
+    }
+    if delete {
+        out.pod = PodAction::Delete;
+    }
+    out.requeue = Some(backoff(inputs, restarts).max(Duration::from_secs(1)));
     out.status = Some(status);
     out
 }

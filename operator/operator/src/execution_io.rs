@@ -99,6 +99,8 @@ async fn execution_io(cached: &AgentExecution, ctx: &Context) -> Result<Action, 
         execution: ae,
         pod: pod.as_ref(),
         pod_start_timeout: ctx.settings.pod_start_timeout,
+        pod_restart_limit: ctx.settings.pod_restart_limit,
+        pod_restart_backoff: ctx.settings.pod_restart_backoff,
         now,
     });
 

@@ -62,6 +62,11 @@ pub struct Settings {
     pub max_concurrent_sessions: Option<usize>,
     /// How long a pod may fail to start before its execution fails.
     pub pod_start_timeout: Duration,
+    /// Replacement pods an execution may get when its pod is lost before
+    /// the runner records a result.
+    pub pod_restart_limit: u32,
+    /// Wait before the first replacement pod (doubled for each further one).
+    pub pod_restart_backoff: Duration,
     /// Watch only this namespace (`None`: all namespaces).
     pub namespace: Option<String>,
     /// Address of `/metrics`, `/healthz`, `/readyz` (`None`: not served).

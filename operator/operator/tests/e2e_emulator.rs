@@ -238,6 +238,8 @@ fn settings(metrics_port: u16, leader: Option<LeaderElection>, script_dir: &Path
         defaults: Defaults::default(),
         max_concurrent_sessions: Some(5),
         pod_start_timeout: Duration::from_secs(30),
+        pod_restart_limit: 2,
+        pod_restart_backoff: Duration::from_secs(1),
         namespace: Some(NS.into()),
         http_addr: Some(([127, 0, 0, 1], metrics_port).into()),
         leader_election: leader,

@@ -1,5 +1,6 @@
-//! The AgentExecution reconcile: pod creation, stop requests and pods that
-//! end without the runner recording a terminal phase.
+//! The AgentExecution reconcile: pod creation, stop requests, and pods lost
+//! before the runner recorded a terminal phase — replaced within the
+//! budget, after a backoff, then the execution fails with the cause.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -63,13 +64,36 @@ fn execution() -> AgentExecution {
     ae
 }
 
+/// Without replacement pods: a lost pod fails the execution.
 fn run(ae: &AgentExecution, pod: Option<&Pod>) -> tarsy_operator::execution::ExecutionOutcome {
+    run_at(ae, pod, 0, now())
+}
+
+fn run_at(
+    ae: &AgentExecution,
+    pod: Option<&Pod>,
+    pod_restart_limit: u32,
+    now: Timestamp,
+) -> tarsy_operator::execution::ExecutionOutcome {
     reconcile_execution(&ExecutionInputs {
         execution: ae,
         pod,
         pod_start_timeout: Duration::from_secs(300),
-        now: now(),
+        pod_restart_limit,
+        pod_restart_backoff: Duration::from_secs(10),
+        now,
     })
+}
+
+fn oom_killed() -> ContainerState {
+    ContainerState {
+        terminated: Some(ContainerStateTerminated {
+            exit_code: 137,
+            reason: Some("OOMKilled".into()),
+            ..ContainerStateTerminated::default()
+        }),
+        ..ContainerState::default()
+    }
 }
 
 fn pod(phase: &str, runner: Option<ContainerState>) -> Pod {
@@ -116,15 +140,7 @@ fn a_new_execution_gets_a_pod() {
 #[test]
 fn oom_killed_runner_fails_the_execution_with_the_reason() {
     let ae = execution();
-    let state = ContainerState {
-        terminated: Some(ContainerStateTerminated {
-            exit_code: 137,
-            reason: Some("OOMKilled".into()),
-            ..ContainerStateTerminated::default()
-        }),
-        ..ContainerState::default()
-    };
-    let out = run(&ae, Some(&pod("Failed", Some(state))));
+    let out = run(&ae, Some(&pod("Failed", Some(oom_killed()))));
     let status = out.status.unwrap();
     assert_eq!(status.phase, Some(ExecutionPhase::Failed));
     let err = status.error.unwrap();
@@ -220,4 +236,87 @@ fn running_pod_sets_pod_ready() {
         tarsy_operator::conditions::status_of(&status.conditions, "PodReady"),
         Some("True")
     );
+}
+
+/// An OOM-killed runner within the budget: the loss is recorded with its
+/// cause and the pod deleted; after the backoff (10 s, then 20 s) a
+/// replacement pod is created; beyond the budget the execution fails with
+/// the cause and the count.
+#[test]
+fn lost_pods_are_replaced_within_the_budget_then_the_execution_fails() {
+    let t0 = now();
+    let at = |secs: i64| Timestamp::from_second(t0.as_second() + secs).unwrap();
+    let mut ae = applied(execution(), &run_at(&execution(), None, 2, t0));
+    let running = run_at(&ae, Some(&pod("Running", None)), 2, t0);
+    ae = applied(ae, &running);
+
+    let mut clock = 0;
+    for restart in 1..=2u32 {
+        let lost = run_at(&ae, Some(&pod("Failed", Some(oom_killed()))), 2, at(clock));
+        assert_eq!(lost.pod, PodAction::Delete);
+        let event = lost.event.clone().unwrap();
+        assert_eq!(event.reason, "PodFailed");
+        assert!(event.note.contains("OOMKilled"), "{}", event.note);
+        assert!(
+            event.note.contains(&format!("restart {restart} of 2")),
+            "{}",
+            event.note
+        );
+        let status = lost.status.clone().unwrap();
+        assert_eq!(status.phase, None, "not failed: replaced");
+        ae = applied(ae, &lost);
+
+        // Gone, but the backoff is not over: wait.
+        let backoff = 10 * 2i64.pow(restart - 1);
+        let early = run_at(&ae, None, 2, at(clock + backoff - 1));
+        assert_eq!(early.pod, PodAction::None);
+        assert_eq!(early.requeue, Some(Duration::from_secs(1)));
+        // Then the replacement.
+        let replaced = run_at(&ae, None, 2, at(clock + backoff));
+        assert_eq!(replaced.pod, PodAction::Create);
+        assert_eq!(replaced.event.clone().unwrap().reason, "PodReplaced");
+        assert_eq!(replaced.status.clone().unwrap().pod_restarts, Some(restart));
+        ae = applied(ae, &replaced);
+        clock += backoff + 5;
+        ae = applied(
+            ae.clone(),
+            &run_at(&ae, Some(&pod("Running", None)), 2, at(clock)),
+        );
+    }
+
+    let last = run_at(
+        &ae,
+        Some(&pod("Failed", Some(oom_killed()))),
+        2,
+        at(clock + 60),
+    );
+    let status = last.status.unwrap();
+    assert_eq!(status.phase, Some(ExecutionPhase::Failed));
+    let err = status.error.unwrap();
+    assert!(
+        err.contains("OOMKilled") && err.contains("after 2 replacement pods"),
+        "{err}"
+    );
+}
+
+/// An evicted pod (being deleted) is not deleted again; once gone it is
+/// replaced.
+#[test]
+fn an_evicted_pod_is_replaced_once_gone() {
+    let ae = applied(execution(), &run_at(&execution(), None, 1, now()));
+    let ae = applied(
+        ae.clone(),
+        &run_at(&ae, Some(&pod("Running", None)), 1, now()),
+    );
+    let mut terminating = pod("Running", None);
+    terminating.metadata.deletion_timestamp = Some(Time(now()));
+    let lost = run_at(&ae, Some(&terminating), 1, now());
+    assert_eq!(lost.pod, PodAction::None);
+    assert_eq!(lost.event.clone().unwrap().reason, "PodTerminating");
+    let ae = applied(ae, &lost);
+    // Still terminating: nothing new is said.
+    let again = run_at(&ae, Some(&terminating), 1, now());
+    assert!(again.event.is_none());
+    let later = Timestamp::from_second(now().as_second() + 10).unwrap();
+    assert_eq!(run_at(&ae, None, 1, later).pod, PodAction::Create);
 }

@@ -31,6 +31,10 @@ pub enum RunnerError {
     /// The execution's configuration cannot be rebuilt.
     #[error("configuration: {0}")]
     Config(String),
+    /// The pod was stopped without a stop request (eviction, node drain):
+    /// nothing is recorded, a replacement pod resumes the execution.
+    #[error("interrupted without a stop request; a replacement pod resumes the execution")]
+    Interrupted,
 }
 
 impl RunnerError {

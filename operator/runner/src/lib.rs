@@ -11,7 +11,9 @@
 //! Kubernetes: the status of its own AgentExecution ([`status`]), and the
 //! operator's stop annotation. Cancelling the token given to [`run`]
 //! (SIGTERM in the binary) stops the engine; the execution is recorded
-//! Cancelled (TimedOut when the operator stopped it at the deadline).
+//! Cancelled (TimedOut when the operator stopped it at the deadline), or,
+//! when nobody asked for the stop (eviction, drain), left running for the
+//! replacement pod the operator starts, which resumes it.
 //!
 //! | module | what |
 //! |---|---|
@@ -120,8 +122,11 @@ pub struct RunReport {
 }
 
 /// Runs the AgentExecution `options` names to a terminal phase and records
-/// it (Postgres and status). Cancelling `cancel` stops it as Cancelled.
-/// An error means no terminal phase could be recorded in Postgres.
+/// it (Postgres and status); an execution that ran before (its pod was
+/// lost) continues from its stored conversation. Cancelling `cancel` stops
+/// it as the operator's stop request says (Cancelled, TimedOut), or, with
+/// no request, leaves it for a replacement pod ([`RunnerError::Interrupted`]).
+/// An error means no terminal phase was recorded in Postgres.
 pub async fn run(
     client: kube::Client,
     options: RunnerOptions,
@@ -268,12 +273,24 @@ pub async fn run(
         },
     };
     let mut result = launched.result;
-    if result.status == ExecutionStatus::Cancelled && stopped_for_timeout(&api, &options.name).await
-    {
-        // The operator stops executions at the session deadline the same way
-        // it stops cancelled ones (SIGTERM): its annotation tells them apart.
-        result.status = ExecutionStatus::TimedOut;
-        result.error = Some("session timed out".into());
+    if result.status == ExecutionStatus::Cancelled {
+        // The operator stops executions (SIGTERM) for a cancel or at the
+        // session deadline, and says which in an annotation; without one,
+        // the pod itself is going away (eviction, drain): the execution is
+        // left running for the replacement pod to resume. Should the
+        // annotation be unreadable, not recording is safe too: the operator
+        // records a stop whose pod ended without a result.
+        match stop_request(&api, &options.name).await.as_deref() {
+            Some(tarsy_crds::STOP_TIMED_OUT) => {
+                result.status = ExecutionStatus::TimedOut;
+                result.error = Some("session timed out".into());
+            }
+            Some(_) => {}
+            None => {
+                reporter.stop().await;
+                return Err(RunnerError::Interrupted);
+            }
+        }
     }
     reporter.stop().await;
     let first = progress
@@ -345,17 +362,14 @@ fn deadline_of(deadline: Option<&Time>, fallback: Duration) -> tokio::time::Inst
     tokio::time::Instant::now() + left
 }
 
-/// Whether the execution was stopped because its session timed out (the
-/// stop annotation says `timed_out`). Unknown (unreadable) counts as no.
-async fn stopped_for_timeout(api: &Api<AgentExecution>, name: &str) -> bool {
+/// The operator's stop request on the execution (`cancelled` or
+/// `timed_out`), if any.
+async fn stop_request(api: &Api<AgentExecution>, name: &str) -> Option<String> {
     match api.get(name).await {
-        Ok(ae) => ae
-            .annotations()
-            .get(tarsy_crds::STOP_ANNOTATION)
-            .is_some_and(|v| v == tarsy_crds::STOP_TIMED_OUT),
+        Ok(ae) => ae.annotations().get(tarsy_crds::STOP_ANNOTATION).cloned(),
         Err(e) => {
             tracing::warn!(error = %e, "cannot read why the execution was stopped");
-            false
+            None
         }
     }
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use tarsy_core::{ExecutionKind, ExecutionStatus, IterationStrategy, TimelineEventType};
 use tarsy_crds::{
     AgentExecution, AgentExecutionSpec, Backend, ExecutionPhase, LLMProvider, MAX_RECENT_TIMELINE,
@@ -259,43 +259,77 @@ async fn runs_an_execution_to_completed_with_status_and_rows() {
     s.mcp.stop().await;
 }
 
-#[tokio::test]
-async fn cancellation_records_cancelled_and_returns_ok() {
-    let script = ScriptedLlm::new();
-    script.push(ScriptedResponse::hang());
-    let s = setup("a1-s0-hang", script).await;
+/// Runs execution `name` (its LLM call hangs) until it is Active, asks
+/// for a stop with the operator's annotation `stop` (none: the pod is just
+/// going away), cancels it as SIGTERM would, and returns what `run` gave.
+async fn stop_while_active(
+    s: &Setup,
+    name: &str,
+    stop: Option<&str>,
+) -> Result<tarsy_runner::RunReport, tarsy_runner::RunnerError> {
     let cancel = CancellationToken::new();
-    let task = tokio::spawn(run(
-        s.client.clone(),
-        options(&s, "a1-s0-hang"),
-        cancel.clone(),
-    ));
+    let task = tokio::spawn(run(s.client.clone(), options(s, name), cancel.clone()));
     let api: Api<AgentExecution> = Api::namespaced(s.client.clone(), NS);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let phase = api
-            .get("a1-s0-hang")
-            .await
-            .unwrap()
-            .status
-            .and_then(|st| st.phase);
+        let phase = api.get(name).await.unwrap().status.and_then(|st| st.phase);
         if phase == Some(ExecutionPhase::Active) && s.llm.script().request_count() > 0 {
             break;
         }
         assert!(Instant::now() < deadline, "never became Active: {phase:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    if let Some(stop) = stop {
+        let patch = serde_json::json!({
+            "metadata": {"annotations": {tarsy_crds::STOP_ANNOTATION: stop}}
+        });
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
     cancel.cancel();
-    let report = tokio::time::timeout(Duration::from_secs(20), task)
+    tokio::time::timeout(Duration::from_secs(20), task)
         .await
         .expect("the runner stops promptly")
         .unwrap()
+}
+
+#[tokio::test]
+async fn cancellation_records_cancelled_and_returns_ok() {
+    let script = ScriptedLlm::new();
+    script.push(ScriptedResponse::hang());
+    let s = setup("a1-s0-hang", script).await;
+    let report = stop_while_active(&s, "a1-s0-hang", Some("cancelled"))
+        .await
         .unwrap();
     assert_eq!(report.phase, ExecutionPhase::Cancelled);
+    let api: Api<AgentExecution> = Api::namespaced(s.client.clone(), NS);
     let status = api.get("a1-s0-hang").await.unwrap().status.unwrap();
     assert_eq!(status.phase, Some(ExecutionPhase::Cancelled));
     let row = s.store.get_agent_execution(&s.execution_id).await.unwrap();
     assert_eq!(row.status, ExecutionStatus::Cancelled);
+    s.mcp.stop().await;
+}
+
+/// SIGTERM without a stop request (eviction, drain): nothing terminal is
+/// recorded, the execution stays Active for the replacement pod.
+#[tokio::test]
+async fn a_stop_nobody_asked_for_leaves_the_execution_to_a_replacement() {
+    let script = ScriptedLlm::new();
+    script.push(ScriptedResponse::hang());
+    let s = setup("a1-s0-evicted", script).await;
+    let err = stop_while_active(&s, "a1-s0-evicted", None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, tarsy_runner::RunnerError::Interrupted),
+        "{err}"
+    );
+    let api: Api<AgentExecution> = Api::namespaced(s.client.clone(), NS);
+    let status = api.get("a1-s0-evicted").await.unwrap().status.unwrap();
+    assert_eq!(status.phase, Some(ExecutionPhase::Active));
+    let row = s.store.get_agent_execution(&s.execution_id).await.unwrap();
+    assert!(!row.status.is_terminal(), "{row:?}");
     s.mcp.stop().await;
 }
 

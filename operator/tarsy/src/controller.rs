@@ -59,6 +59,15 @@ pub struct ControllerArgs {
     /// Seconds a pod may fail to start (image pull, bad config) before its execution fails.
     #[arg(long, env = "TARSY_POD_START_TIMEOUT_SECONDS", default_value_t = 300)]
     pod_start_timeout_seconds: u64,
+    /// Replacement pods an execution may get when its pod is lost before
+    /// the runner records a result (eviction, OOM kill, node loss); the
+    /// replacement resumes the execution. 0: fail at the first loss.
+    #[arg(long, env = "TARSY_POD_RESTART_LIMIT", default_value_t = 2)]
+    pod_restart_limit: u32,
+    /// Seconds before the first replacement pod; doubled for each further
+    /// one (at most 5 minutes).
+    #[arg(long, env = "TARSY_POD_RESTART_BACKOFF_SECONDS", default_value_t = 5)]
+    pod_restart_backoff_seconds: u64,
     /// Watch only this namespace (default: all).
     #[arg(long, env = "TARSY_WATCH_NAMESPACE")]
     namespace: Option<String>,
@@ -108,6 +117,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         max_concurrent_sessions: Some(defaults.max_concurrent_sessions as usize),
         defaults,
         pod_start_timeout: Duration::from_secs(args.pod_start_timeout_seconds),
+        pod_restart_limit: args.pod_restart_limit,
+        pod_restart_backoff: Duration::from_secs(args.pod_restart_backoff_seconds),
         namespace: args.namespace,
         http_addr: Some(args.metrics_addr),
         leader_election: args.leader_election.then_some(LeaderElection {

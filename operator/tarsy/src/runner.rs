@@ -61,6 +61,10 @@ pub async fn run(args: RunnerArgs, started: Instant) -> anyhow::Result<i32> {
             tracing::info!(phase = ?report.phase, "runner done");
             Ok(0)
         }
+        Err(tarsy_runner::RunnerError::Interrupted) => {
+            tracing::warn!("stopped without a stop request: left for a replacement pod to resume");
+            Ok(1)
+        }
         Err(e) => {
             tracing::error!(error = %e, "runner could not record a terminal phase");
             eprintln!("tarsy runner: {e}");

@@ -71,6 +71,8 @@ struct Run {
     db_url: String,
     db: Option<TestDatabase>,
     store: Store,
+    /// Extra environment of the operator.
+    controller_env: Vec<(String, String)>,
     _lock: Option<tokio::sync::MutexGuard<'static, ()>>,
 }
 
@@ -155,6 +157,16 @@ impl Run {
     /// `manifests` its Agents and Chains (`{ns}`, `{provider}`, `{p}` are
     /// replaced: namespace, LLMProvider name, resource prefix).
     async fn start(name: &'static str, script: &str, manifests: &str) -> Run {
+        Self::start_with(name, script, manifests, &[]).await
+    }
+
+    /// [`Run::start`] with extra operator environment.
+    async fn start_with(
+        name: &'static str,
+        script: &str,
+        manifests: &str,
+        controller_env: &[(&str, &str)],
+    ) -> Run {
         let require = env("TARSY_E2E_REQUIRE_CLUSTER").as_deref() == Some("1");
         let cluster = real_cluster_kubeconfig();
         assert!(
@@ -258,6 +270,10 @@ spec:
             db,
             store,
             controller: None,
+            controller_env: controller_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             _lock: lock,
         };
         run.start_controller();
@@ -325,7 +341,17 @@ spec:
             database_url: self.db_url.clone(),
             image: self.image.clone(),
             namespace: self.ns.clone(),
-            env: vec![("TARSY_MAX_CONCURRENT_SESSIONS".into(), "20".into())],
+            env: [
+                (
+                    "TARSY_MAX_CONCURRENT_SESSIONS".to_string(),
+                    "20".to_string(),
+                ),
+                // Replacement pods without a long wait.
+                ("TARSY_POD_RESTART_BACKOFF_SECONDS".into(), "1".into()),
+            ]
+            .into_iter()
+            .chain(self.controller_env.iter().cloned())
+            .collect(),
             llm_service_addr: None,
             log: self.dir.join("controller.log"),
         }));
@@ -978,9 +1004,17 @@ async fn session_timeout_times_the_alert_out() {
     run.finish().await;
 }
 
+/// Without replacement pods (`--pod-restart-limit 0`), an OOM kill fails
+/// the execution with the reason, and a strict stage with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oom_killed_pod_fails_its_execution_and_the_strict_stage() {
-    let run = Run::start("oom", HANG_SCRIPT, HANG_MANIFESTS).await;
+    let run = Run::start_with(
+        "oom",
+        HANG_SCRIPT,
+        HANG_MANIFESTS,
+        &[("TARSY_POD_RESTART_LIMIT", "0")],
+    )
+    .await;
     let Backend::Emulator(emu) = &run.backend else {
         println!("SKIPPED on a real cluster: OOM simulation is an emulator-only control");
         run.finish().await;
@@ -1076,6 +1110,90 @@ spec:
   - name: second
     agents: [{name: after}]
 "#;
+
+/// A runner pod killed in the middle of stage one (OOM kill on the
+/// emulator, pod deletion on a real cluster) is replaced; the replacement
+/// resumes the execution from its stored conversation and the session
+/// completes, the cause visible in status and Events, nothing duplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_pod_killed_mid_execution_is_replaced_and_the_session_completes() {
+    let run = Run::start("replace", RESTART_SCRIPT, RESTART_MANIFESTS).await;
+    let alert = run.create_alert("a1", "Restart").await;
+    let first = format!("{alert}-s1-slow");
+    run.wait_execution(&alert, &first, ExecutionPhase::Active)
+        .await;
+    // Part of the answer is stored before the kill.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    match &run.backend {
+        Backend::Emulator(emu) => {
+            let port: u16 = emu.url().rsplit(':').next().unwrap().parse().unwrap();
+            let reply = common::http(
+                "127.0.0.1",
+                port,
+                "POST",
+                &format!("/kubeemu/v1/namespaces/{}/pods/{first}/oom", run.ns),
+                Some(r#"{"container": "runner"}"#),
+            )
+            .unwrap();
+            assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        }
+        Backend::Cluster => {
+            run.pods()
+                .delete(&first, &DeleteParams::default())
+                .await
+                .unwrap();
+        }
+    }
+    let done = run.wait_phase(&alert, AlertPhase::Completed, 120).await;
+    let diag = run.diagnose(&alert).await;
+    let st = run.executions().get(&first).await.unwrap().status.unwrap();
+    assert_eq!(st.phase, Some(ExecutionPhase::Completed), "{diag}");
+    assert_eq!(st.pod_restarts, Some(1), "{diag}");
+    let reasons = run.event_reasons(&first).await;
+    assert!(reasons.iter().any(|r| r == "PodReplaced"), "{reasons:?}");
+    let status = done.status.unwrap();
+    assert_eq!(
+        status.final_analysis.as_deref(),
+        Some("After finding: replace the disk."),
+        "{diag}"
+    );
+    let uid = done.metadata.uid.clone().unwrap();
+    let timeline = run.store.session_timeline(&uid).await.unwrap();
+    let mut keys: Vec<(String, i64)> = timeline
+        .iter()
+        .map(|e| {
+            (
+                e.scope.execution_id.clone().unwrap_or_default(),
+                e.sequence_number,
+            )
+        })
+        .collect();
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "duplicate timeline events: {timeline:#?}");
+    assert!(
+        timeline
+            .iter()
+            .all(|e| e.status != tarsy_core::TimelineEventStatus::Streaming),
+        "{timeline:#?}"
+    );
+    let finals = timeline
+        .iter()
+        .filter(|e| e.event_type == TimelineEventType::FinalAnalysis)
+        .count();
+    assert_eq!(finals, 2, "{timeline:#?}");
+    // Resumed, not started over: one conversation, begun once.
+    let rows = run.store.list_session_executions(&uid).await.unwrap();
+    let slow = rows.iter().find(|r| r.agent_name == "slow").unwrap();
+    let messages = run.store.list_messages(&slow.id).await.unwrap();
+    let system = messages
+        .iter()
+        .filter(|m| m.role == tarsy_core::MessageRole::System)
+        .count();
+    assert_eq!(system, 1, "{messages:#?}");
+    run.finish().await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_restart_mid_session_completes_without_duplicates() {
