@@ -162,6 +162,10 @@ pub struct ResolvedConfigSpec {
     /// Per-alert native tools override.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native_tools_override: Option<NativeTools>,
+    /// Fail the execution when one of its MCP servers cannot be used (the
+    /// chain's `onMcpServerUnavailable: fail`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fail_on_unavailable_server: bool,
 }
 
 /// A follow-up chat question.

@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{DURATION_RULE, IterationStrategy, SuccessPolicy};
+use crate::common::{DURATION_RULE, IterationStrategy, McpUnavailablePolicy, SuccessPolicy};
 
 /// A chain of investigation stages for a set of alert types. Stages run in
 /// order; the agents of one stage run in parallel. Settings cascade:
@@ -78,6 +78,11 @@ pub struct ChainSpec {
     #[schemars(length(max = 32))]
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub mcp_servers: Option<Vec<String>>,
+
+    /// What agents do when one of their MCP servers cannot be used:
+    /// `continue` with the tools they have (default) or `fail` the execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_mcp_server_unavailable: Option<McpUnavailablePolicy>,
 
     /// LLMProvider for the executive summary (default: `llmProvider`, then the default provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -118,6 +118,22 @@ pub enum SuccessPolicy {
     Any,
 }
 
+/// What an agent does when one of its MCP servers cannot be used (it failed
+/// to start or to list its tools): `continue` investigating with the tools
+/// it has (the default; the timeline and the model are told) or `fail` the
+/// execution at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+// The field using the enum describes it; an enum-level description would
+// replace the field's in optional fields.
+#[schemars(description = "")]
+#[serde(rename_all = "lowercase")]
+pub enum McpUnavailablePolicy {
+    /// Investigate with the tools that are available.
+    Continue,
+    /// Fail the execution, naming the servers.
+    Fail,
+}
+
 /// How the executions of one stage relate: `multi_agent` (different agents)
 /// or `replica` (the same agent N times).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

@@ -54,7 +54,8 @@ pub use chain::{
 pub use common::{
     Backend, DURATION_RULE, DurationError, ExecutionKind, ExecutionPhase, IterationStrategy,
     MAX_ALERT_DATA_BYTES, MAX_RECENT_TIMELINE, MAX_SNIPPET_CHARS, MAX_STATUS_TEXT_CHARS,
-    ParallelType, SecretKeyRef, StageKind, SuccessPolicy, clip, format_duration, parse_duration,
+    McpUnavailablePolicy, ParallelType, SecretKeyRef, StageKind, SuccessPolicy, clip,
+    format_duration, parse_duration,
 };
 pub use llm_provider::{LLMProvider, LLMProviderSpec, LLMProviderStatus, ProviderType};
 pub use mcp_server::{

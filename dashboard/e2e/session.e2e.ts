@@ -216,6 +216,20 @@ describe('session page', () => {
     await page.context().close();
   });
 
+  it('warns that an investigation ran without one of its MCP servers', async () => {
+    const { page, problems } = await newPage(browser);
+    const id = await tarsy.submit('DashDegraded');
+    await tarsy.waitForStatus(id, ['completed', 'failed']);
+    await page.goto(`${tarsy.url}/ui/sessions/${id}`);
+    const warnings = page.getByRole('region', { name: 'Warnings' });
+    await warnings.getByText('its answer may be incomplete').waitFor();
+    await warnings.getByText(/^MCP server broken unavailable/).waitFor();
+    await page.getByRole('region', { name: 'Timeline' }).getByText('Answered with the time server alone.').first().waitFor();
+    expect(await seriousA11yViolations(page)).toEqual([]);
+    expect(problems).toEqual([]);
+    await page.context().close();
+  });
+
   it('shows a not-found page for an unknown session', async () => {
     const { page } = await newPage(browser);
     await page.goto(`${tarsy.url}/ui/sessions/no-such-session`);

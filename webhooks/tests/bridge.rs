@@ -455,6 +455,7 @@ fn chain(name: &str, types: &[&str]) -> Chain {
             max_iterations: None,
             iteration_timeout: None,
             mcp_servers: None,
+            on_mcp_server_unavailable: None,
             executive_summary_provider: None,
             chat: None,
             session_timeout: None,

@@ -123,7 +123,19 @@ export interface SessionDetail {
     active_stage_id: string | null;
   } | null;
   stages: Stage[];
+  /** What made the investigation run with less than it was configured with. */
+  warnings: SessionWarning[];
   cluster?: AlertObject;
+}
+
+/** An MCP server the agent could not use, say: the answer may be incomplete. */
+export interface SessionWarning {
+  kind: string;
+  message: string;
+  server?: string;
+  stage_id: string | null;
+  execution_id: string | null;
+  event_id: string;
 }
 
 export interface TimelineEvent {

@@ -160,6 +160,18 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
         </p>
       )}
 
+      {detail.warnings.length > 0 && (
+        <section className="card" aria-labelledby="warnings-title">
+          <h2 id="warnings-title">Warnings</h2>
+          <p className="warning">This investigation ran without some of its tools; its answer may be incomplete.</p>
+          <ul>
+            {detail.warnings.map((w) => (
+              <li key={w.event_id}>{w.message}</li>
+            ))}
+          </ul>
+        </section>
+      )}
+
       {(detail.executive_summary || detail.executive_summary_error) && (
         <section className="card" aria-labelledby="summary-title">
           <h2 id="summary-title">Executive summary</h2>

@@ -59,6 +59,7 @@ fn config(base_url: String, max_iterations: u32) -> ResolvedAgentConfig {
         tool_filter: Default::default(),
         custom_instructions: String::new(),
         native_tools_override: None,
+        fail_on_unavailable_server: false,
     }
 }
 

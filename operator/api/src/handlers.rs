@@ -490,6 +490,46 @@ struct ChatInfo {
     active_stage_id: Option<String>,
 }
 
+/// Something that made the investigation run with less than it was
+/// configured with (an MCP server it could not use, say): the answer may be
+/// incomplete.
+#[derive(Debug, Serialize)]
+struct SessionWarning {
+    /// The error event's `metadata.kind` (see `tarsy_core::error_kind`).
+    kind: String,
+    /// What happened, as the timeline says it.
+    message: String,
+    /// The MCP server concerned, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<String>,
+    stage_id: Option<String>,
+    execution_id: Option<String>,
+    /// The timeline event saying it.
+    event_id: String,
+}
+
+impl SessionWarning {
+    /// The warning an error event carries, if it is one.
+    fn from_event(event: TimelineEvent) -> Option<Self> {
+        let kind = event.metadata.get("kind")?.as_str()?;
+        if !tarsy_core::error_kind::DEGRADED.contains(&kind) {
+            return None;
+        }
+        Some(Self {
+            kind: kind.to_string(),
+            server: event
+                .metadata
+                .get("server")
+                .and_then(Value::as_str)
+                .map(String::from),
+            message: event.content,
+            stage_id: event.scope.stage_id,
+            execution_id: event.scope.execution_id,
+            event_id: event.id,
+        })
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct SessionDetail {
     #[serde(flatten)]
@@ -497,6 +537,8 @@ struct SessionDetail {
     chat_available: bool,
     chat: Option<ChatInfo>,
     stages: Vec<StageDetail>,
+    /// What degraded the investigation (empty: nothing).
+    warnings: Vec<SessionWarning>,
     /// Cluster mode: the Alert behind the session.
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster: Option<AlertObject>,
@@ -566,11 +608,19 @@ pub(crate) async fn get_session(
         }
         None => None,
     };
+    let warnings = api
+        .store
+        .session_errors(&id)
+        .await?
+        .into_iter()
+        .filter_map(SessionWarning::from_event)
+        .collect();
     Ok(Json(json!(SessionDetail {
         chat_available: chat_available(session.status),
         session,
         chat,
         stages,
+        warnings,
         cluster: objects.alert,
     })))
 }

@@ -227,6 +227,7 @@ pub fn resolved_spec(resolved: &ResolvedAgentConfig) -> ResolvedConfigSpec {
         tool_filter: resolved.tool_filter.clone(),
         custom_instructions: resolved.custom_instructions.clone(),
         native_tools_override: resolved.native_tools_override.clone(),
+        fail_on_unavailable_server: resolved.fail_on_unavailable_server,
     }
 }
 
@@ -283,6 +284,7 @@ impl Config {
             tool_filter: spec.tool_filter.clone(),
             custom_instructions: spec.custom_instructions.clone(),
             native_tools_override: spec.native_tools_override.clone(),
+            fail_on_unavailable_server: spec.fail_on_unavailable_server,
         })
     }
 

@@ -10,7 +10,9 @@ use tarsy_core::{
     Backend, IterationStrategy, LlmProviderConfig, McpSelection, ParallelType, ResolvedAgentConfig,
     SuccessPolicy,
 };
-use tarsy_crds::{AgentSpec, ChainSpec, NATIVE_TOOL_NAMES, StageAgentSpec, StageSpec};
+use tarsy_crds::{
+    AgentSpec, ChainSpec, McpUnavailablePolicy, NATIVE_TOOL_NAMES, StageAgentSpec, StageSpec,
+};
 
 use crate::builtin::{CHAT_AGENT, SYNTHESIS_AGENT};
 use crate::defaults::Defaults;
@@ -116,6 +118,11 @@ fn non_empty(list: &Option<Vec<String>>) -> Option<&Vec<String>> {
     list.as_ref().filter(|l| !l.is_empty())
 }
 
+/// Whether the chain fails an execution whose MCP servers cannot all be used.
+fn fails_on_unavailable_server(chain: &ChainSpec) -> bool {
+    chain.on_mcp_server_unavailable == Some(McpUnavailablePolicy::Fail)
+}
+
 /// Later levels win: the last `Some` of `levels`, else `base`.
 fn cascade<T: Clone>(base: T, levels: &[Option<T>]) -> T {
     levels.iter().flatten().last().cloned().unwrap_or(base)
@@ -217,6 +224,7 @@ impl Config {
             tool_filter: Default::default(),
             custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
             native_tools_override: None,
+            fail_on_unavailable_server: fails_on_unavailable_server(chain),
         })
     }
 
@@ -272,6 +280,7 @@ impl Config {
             tool_filter: Default::default(),
             custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
             native_tools_override: None,
+            fail_on_unavailable_server: fails_on_unavailable_server(chain),
         })
     }
 
@@ -368,6 +377,7 @@ impl Config {
             tool_filter: Default::default(),
             custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
             native_tools_override: None,
+            fail_on_unavailable_server: fails_on_unavailable_server(chain),
         };
         if let Some(selection) = session_selection {
             self.apply_mcp_selection(&mut resolved, selection)?;

@@ -74,6 +74,7 @@ fn chain() -> ChainSpec {
         max_iterations: None,
         iteration_timeout: None,
         mcp_servers: None,
+        on_mcp_server_unavailable: None,
         executive_summary_provider: None,
         chat: None,
         session_timeout: None,

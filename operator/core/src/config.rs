@@ -251,6 +251,9 @@ pub struct ResolvedAgentConfig {
     pub custom_instructions: String,
     /// Per-alert native tools override.
     pub native_tools_override: Option<BTreeMap<String, bool>>,
+    /// Fail the execution when one of its MCP servers cannot be used,
+    /// instead of investigating with the tools that are left.
+    pub fail_on_unavailable_server: bool,
 }
 
 #[cfg(test)]

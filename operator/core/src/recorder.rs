@@ -245,3 +245,16 @@ pub trait EventPublisher: Send + Sync {
     /// are the publisher's to log; streaming never stops an agent.
     async fn publish_transient(&self, channel: &str, event: &StreamEvent);
 }
+
+/// `metadata.kind` values of `error` timeline events that mean the
+/// investigation ran with less than it was configured with. The API lists
+/// them as the session's warnings.
+pub mod error_kind {
+    /// An MCP server the agent cannot use (failed to start, to list its
+    /// tools, or lacks the tools a selection names); `metadata.server` names it.
+    pub const MCP_SERVER_UNAVAILABLE: &str = "mcp_server_unavailable";
+    /// Listing the agent's tools failed or timed out.
+    pub const TOOL_LIST_ERROR: &str = "tool_list_error";
+    /// The kinds that degrade an investigation.
+    pub const DEGRADED: &[&str] = &[MCP_SERVER_UNAVAILABLE, TOOL_LIST_ERROR];
+}

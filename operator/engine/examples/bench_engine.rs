@@ -44,6 +44,7 @@ fn config(strategy: IterationStrategy) -> ResolvedAgentConfig {
         tool_filter: Default::default(),
         custom_instructions: String::new(),
         native_tools_override: None,
+        fail_on_unavailable_server: false,
     }
 }
 

@@ -361,6 +361,7 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
         (None, None, SummaryProgress::Running) => ExecutiveSummaryView::Requested,
         (None, None, _) => ExecutiveSummaryView::NotRequested,
     };
+    mark_degraded(&mut out.status, &executions, generation, now);
     for _ in 0..16 {
         let view = session_view(&out.status, &executions, cancel, deadline_passed, &summary);
         let actions = decide(&plan, &view);
@@ -447,6 +448,37 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     out.requeue =
         Some(Duration::from_secs(u64::try_from(left).unwrap_or(1)).min(PENDING_RECHECK * 30));
     out
+}
+
+/// Sets the `Degraded` condition when an execution could not use some of
+/// its MCP servers (the answer may be incomplete), naming them; never
+/// cleared within a session, since the investigation ran without them.
+fn mark_degraded(
+    status: &mut AlertStatus,
+    executions: &BTreeMap<String, AgentExecution>,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let mut unavailable: Vec<String> = Vec::new();
+    for (name, ae) in executions {
+        let outcomes = ae.status.as_ref().map(|s| s.mcp_servers.as_slice());
+        for o in outcomes.unwrap_or_default().iter().filter(|o| !o.healthy) {
+            let error = o.error.as_deref().unwrap_or("unavailable");
+            unavailable.push(format!("{} ({name}): {error}", o.name));
+        }
+    }
+    if unavailable.is_empty() {
+        return;
+    }
+    conditions::set(
+        &mut status.conditions,
+        conditions::DEGRADED,
+        true,
+        "McpServerUnavailable",
+        format!("MCP servers unavailable: {}", unavailable.join("; ")),
+        generation,
+        now,
+    );
 }
 
 /// The stop annotation's value for `reason`.

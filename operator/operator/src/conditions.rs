@@ -10,6 +10,8 @@ pub const READY: &str = "Ready";
 pub const CHAIN_RESOLVED: &str = "ChainResolved";
 /// Alert condition: the session was admitted under the concurrency limit.
 pub const ADMITTED: &str = "Admitted";
+/// Alert condition: an agent ran without some of its MCP servers.
+pub const DEGRADED: &str = "Degraded";
 /// AgentExecution condition: its pod exists and runs.
 pub const POD_READY: &str = "PodReady";
 

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use tarsy_chain::StopReason;
@@ -12,6 +13,7 @@ use tarsy_config::{Config, Defaults};
 use tarsy_core::SessionStatus;
 use tarsy_crds::{
     AgentExecution, AgentExecutionStatus, Alert, AlertPhase, AlertSpec, Chain, ExecutionPhase,
+    McpServerOutcome,
 };
 use tarsy_operator::alert::{
     AlertInputs, AlertOutcome, STOP_ANNOTATION, StoreOp, SummaryProgress, SummaryRequest,
@@ -472,4 +474,69 @@ fn chain_with_unknown_agent_fails_the_session_clearly() {
             ..
         }
     )));
+}
+
+#[test]
+fn an_execution_without_some_mcp_servers_marks_the_alert_degraded() {
+    let c = chain(
+        "one",
+        "alertTypes: [PodCrash]\nstages: [{name: s, agent: KubernetesAgent}]",
+    );
+    let mut w = World::new(alert("PodCrash"), &[c]);
+    w.step(true);
+    let name = "crash-s1-kubernetesagent";
+    w.step(true);
+    let degraded = |w: &World| {
+        let status = w.alert.status.clone().unwrap();
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == conditions::DEGRADED)
+            .cloned()
+    };
+    assert_eq!(degraded(&w), None, "nothing is degraded yet");
+
+    // The runner reports a server it could not start, then completes.
+    let outcome = |server: &str, healthy: bool| McpServerOutcome {
+        name: server.into(),
+        healthy,
+        error: (!healthy).then(|| "spawn failed: no such file".to_string()),
+        checked_at: Time(w.now),
+    };
+    let report = vec![
+        outcome("kubernetes-server", false),
+        outcome("prometheus", true),
+    ];
+    w.executions.get_mut(name).unwrap().status = Some(AgentExecutionStatus {
+        phase: Some(ExecutionPhase::Active),
+        mcp_servers: report.clone(),
+        ..AgentExecutionStatus::default()
+    });
+    w.step(true);
+    let cond = degraded(&w).expect("a Degraded condition");
+    assert_eq!(cond.status, "True");
+    assert_eq!(cond.reason, "McpServerUnavailable");
+    assert!(
+        cond.message
+            .contains("kubernetes-server (crash-s1-kubernetesagent)")
+            && cond.message.contains("no such file")
+            && !cond.message.contains("prometheus"),
+        "{}",
+        cond.message
+    );
+
+    // It stays on the finished Alert: the answer was made without the server.
+    w.finish(name, ExecutionPhase::Completed, "disk full");
+    w.executions
+        .get_mut(name)
+        .unwrap()
+        .status
+        .as_mut()
+        .unwrap()
+        .mcp_servers = report;
+    w.step(true);
+    w.summary = SummaryProgress::Done(Ok("summary".into()));
+    w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Completed);
+    assert_eq!(degraded(&w).unwrap().status, "True");
 }

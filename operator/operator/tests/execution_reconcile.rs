@@ -49,6 +49,7 @@ fn execution() -> AgentExecution {
                 tool_filter: BTreeMap::new(),
                 custom_instructions: String::new(),
                 native_tools_override: None,
+                fail_on_unavailable_server: false,
             },
             chat: None,
             deadline: None,

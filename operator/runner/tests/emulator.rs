@@ -152,6 +152,7 @@ async fn setup(name: &str, script: ScriptedLlm) -> Setup {
                 tool_filter: Default::default(),
                 custom_instructions: "Investigate.".into(),
                 native_tools_override: None,
+                fail_on_unavailable_server: false,
             },
             chat: None,
             deadline: None,

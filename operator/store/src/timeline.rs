@@ -2,7 +2,10 @@
 //! model saw). Streaming is an append in SQL, never a read-modify-write.
 
 use serde_json::{Map, Value};
-use tarsy_core::{NewMessage, NewTimelineEvent, RecordScope, TimelineEvent, TimelineEventStatus};
+use tarsy_core::{
+    NewMessage, NewTimelineEvent, RecordScope, TimelineEvent, TimelineEventStatus,
+    TimelineEventType,
+};
 
 use crate::Store;
 use crate::db::{Sql, new_id, now};
@@ -172,6 +175,23 @@ impl Store {
         if rows.is_empty() {
             self.require_session(session_id).await?;
         }
+        Ok(rows.into_iter().map(|r| r.0).collect())
+    }
+
+    /// A session's `error` events in timeline order (its warnings are among
+    /// them).
+    pub async fn session_errors(&self, session_id: &str) -> Result<Vec<TimelineEvent>> {
+        let rows: Vec<TimelineRow> = self
+            .db
+            .fetch_all(
+                Sql::new(
+                    "SELECT * FROM timeline_events WHERE session_id = $1 AND event_type = $2 \
+                     ORDER BY created_at, sequence_number, id",
+                )
+                .bind(session_id)
+                .bind(TimelineEventType::Error.as_str()),
+            )
+            .await?;
         Ok(rows.into_iter().map(|r| r.0).collect())
     }
 

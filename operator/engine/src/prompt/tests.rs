@@ -104,6 +104,7 @@ fn resolved(display: &str, servers: &[&str], custom: &str) -> ResolvedAgentConfi
         tool_filter: BTreeMap::new(),
         custom_instructions: custom.into(),
         native_tools_override: None,
+        fail_on_unavailable_server: false,
     }
 }
 

@@ -41,7 +41,7 @@ pub(crate) use streaming::{LlmResponse, TextTarget, merged};
 
 const LLM_ERROR_FEEDBACK: &str = include_str!("../assets/llm_error_feedback.md");
 /// Metadata `kind` of the event saying a server cannot be used.
-const UNAVAILABLE_KIND: &str = "mcp_server_unavailable";
+const UNAVAILABLE_KIND: &str = tarsy_core::error_kind::MCP_SERVER_UNAVAILABLE;
 const EMPTY_RESPONSE_FEEDBACK: &str = include_str!("../assets/empty_response_feedback.md");
 
 /// The shared state of one execution.
@@ -122,6 +122,14 @@ impl<'a> Run<'a> {
         for f in &unavailable {
             self.unavailable_event(f).await?;
         }
+        if self.ctx.config.fail_on_unavailable_server && !unavailable.is_empty() {
+            let names: Vec<&str> = unavailable.iter().map(|f| f.server.as_str()).collect();
+            return Err(Stop::Fatal(format!(
+                "MCP servers unavailable: {} (the chain fails executions whose servers cannot \
+                 all be used: onMcpServerUnavailable: fail)",
+                names.join(", ")
+            )));
+        }
         if let Some(switch) = self.chain.skip_open(&self.ctx.breakers) {
             self.fallback_event(&switch).await?;
         }
@@ -160,7 +168,7 @@ impl<'a> Run<'a> {
                     // Investigate without tools rather than not at all.
                     self.error_event(
                         &format!("Listing the available tools failed: {e}"),
-                        json!({"kind": "tool_list_error"}),
+                        json!({"kind": tarsy_core::error_kind::TOOL_LIST_ERROR}),
                     )
                     .await?;
                 }
@@ -169,7 +177,7 @@ impl<'a> Run<'a> {
                 Err(Interrupt::IterationTimeout) => {
                     self.error_event(
                         "Listing the available tools timed out",
-                        json!({"kind": "tool_list_error"}),
+                        json!({"kind": tarsy_core::error_kind::TOOL_LIST_ERROR}),
                     )
                     .await?;
                 }

@@ -45,6 +45,7 @@ pub fn config(strategy: IterationStrategy, max_iterations: u32) -> ResolvedAgent
         tool_filter: Default::default(),
         custom_instructions: String::new(),
         native_tools_override: None,
+        fail_on_unavailable_server: false,
     }
 }
 
