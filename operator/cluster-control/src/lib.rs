@@ -37,7 +37,7 @@ use tarsy_crds::{
     Agent, AgentExecution, Alert, AlertPhase, AlertSource, AlertSpec, Chain, ExecutionKind,
     LLMProvider, MCPServer, McpSelectionSpec,
 };
-use tarsy_exec::admission::{alert_masker, check_alert, new_session};
+use tarsy_exec::admission::{NoToolCatalog, alert_masker, check_alert, new_session};
 use tarsy_store::{Store, StoreError};
 
 /// Prefix of the names of Alerts submitted through the API.
@@ -233,7 +233,9 @@ impl SessionControl for KubeSessionControl {
             .config()
             .await
             .map_err(|e| submit_kube("reading the configuration", e))?;
-        let chain = check_alert(&config, &alert)?;
+        // The tools of cluster MCP servers are not known here: a selection
+        // naming a tool a server lacks shows on the execution's timeline.
+        let chain = check_alert(&config, &alert, &NoToolCatalog)?;
         let object = Alert {
             metadata: ObjectMeta {
                 generate_name: Some(ALERT_NAME_PREFIX.to_string()),

@@ -16,6 +16,7 @@ use tarsy_core::{EventPublisher, McpServerConfig};
 use tarsy_engine::LlmClient;
 use tarsy_engine::fallback::CircuitBreakers;
 use tarsy_events::EventHub;
+use tarsy_exec::admission::NoToolCatalog;
 use tarsy_exec::runbook::runbook_source;
 use tarsy_exec::{DEFAULT_LLM_ADDR, Launcher, LlmCallNotice, LlmRouter};
 use tarsy_masking::MaskingService;
@@ -292,7 +293,27 @@ impl LocalApp {
             interrupt: CancellationToken::new(),
             tasks: TaskTracker::new(),
         });
-        let control = LocalControl { rt: rt.clone() };
+        // The MCP health monitor runs with the API (it backs `/health`), and
+        // its tool lists check the MCP selections of submitted alerts.
+        let system_warnings = Arc::new(SystemWarnings::new());
+        let monitor = options.listen.map(|_| {
+            Arc::new(HealthMonitor::new(
+                rt.launcher
+                    .mcp_configs
+                    .values()
+                    .filter(|c| used.contains(&c.name))
+                    .cloned(),
+                system_warnings.clone(),
+                options.mcp_timeouts,
+            ))
+        });
+        let control = LocalControl {
+            rt: rt.clone(),
+            tools: match &monitor {
+                Some(m) => m.clone(),
+                None => Arc::new(NoToolCatalog),
+            },
+        };
 
         if options.recover {
             let recovered = admission::recover(&rt).await?;
@@ -306,8 +327,8 @@ impl LocalApp {
 
         let api_stop = CancellationToken::new();
         let mut health = None;
-        let api_addr = match options.listen {
-            Some(addr) => {
+        let api_addr = match (options.listen, monitor) {
+            (Some(addr), Some(monitor)) => {
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await
                     .map_err(|source| SessionError::Listen {
@@ -320,16 +341,6 @@ impl LocalApp {
                         addr: addr.to_string(),
                         source,
                     })?;
-                let system_warnings = Arc::new(SystemWarnings::new());
-                let monitor = Arc::new(HealthMonitor::new(
-                    rt.launcher
-                        .mcp_configs
-                        .values()
-                        .filter(|c| used.contains(&c.name))
-                        .cloned(),
-                    system_warnings.clone(),
-                    options.mcp_timeouts,
-                ));
                 monitor.start();
                 health = Some(monitor.clone());
                 let startup = warnings
@@ -366,7 +377,7 @@ impl LocalApp {
                 });
                 Some(bound)
             }
-            None => None,
+            _ => None,
         };
         Ok(Self {
             rt,

@@ -10,7 +10,7 @@ use tarsy_api::{
     SessionControl, SubmitError,
 };
 use tarsy_core::SessionStatus;
-use tarsy_exec::admission::{check_alert, new_session};
+use tarsy_exec::admission::{ToolCatalog, check_alert, new_session};
 use tarsy_store::{SessionOutcome, StoreError};
 
 use crate::chat;
@@ -20,6 +20,9 @@ use crate::runtime::{Runtime, lock};
 #[derive(Clone)]
 pub struct LocalControl {
     pub(crate) rt: Arc<Runtime>,
+    /// What MCP selections are checked against (the health monitor's
+    /// tool lists when the API runs).
+    pub(crate) tools: Arc<dyn ToolCatalog>,
 }
 
 impl LocalControl {
@@ -87,7 +90,7 @@ impl SessionControl for LocalControl {
         if self.rt.shutdown.is_cancelled() {
             return Err(SubmitError::Unavailable("TARSy is shutting down".into()));
         }
-        let chain = check_alert(&self.rt.config, &alert)?;
+        let chain = check_alert(&self.rt.config, &alert, self.tools.as_ref())?;
         let id = uuid::Uuid::new_v4().to_string();
         // Fail-open: a masking failure keeps the data unmasked (logged).
         let row = new_session(id.clone(), &chain.name, &alert, Some(&self.rt.masking));

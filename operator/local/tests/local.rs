@@ -31,8 +31,11 @@ spec:
 /// cancellation through real HTTP.
 async fn rest_api(db_url: String) {
     let script = ScriptedLlm::new();
+    // Two sessions are answered: one restricted to a tool, then the main one.
     script
         .push_route("Alpha", ScriptedResponse::text("Analysis over HTTP."))
+        .push_route("Alpha", ScriptedResponse::text("Analysis over HTTP."))
+        .push(ScriptedResponse::text("Summary over HTTP."))
         .push(ScriptedResponse::text("Summary over HTTP."))
         .push_route("ChatAgent", ScriptedResponse::hang());
     let peers = Peers::start(script).await;
@@ -74,6 +77,36 @@ async fn rest_api(db_url: String) {
             .unwrap()
             .contains("no-such-server")
     );
+    // A tool the server does not offer (a typo) is refused, naming it and
+    // what the server offers; a real one is accepted (the session is
+    // cancelled: only the admission matters here).
+    let unknown_tool = http
+        .post(format!("{base}/api/v1/alerts"))
+        .json(&json!({"alert_type": "Simple", "data": "x",
+            "mcp_selection": {"servers": [{"name": "testmcp", "tools": ["echo", "ecoh"]}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown_tool.status(), 400);
+    let body: Value = unknown_tool.json().await.unwrap();
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains(r#"MCP server "testmcp" has no tool "ecoh""#)
+            && message.contains("it offers: ")
+            && message.contains("echo"),
+        "{body}"
+    );
+    let known_tool = http
+        .post(format!("{base}/api/v1/alerts"))
+        .json(&json!({"alert_type": "Simple", "data": "x",
+            "mcp_selection": {"servers": [{"name": "testmcp", "tools": ["echo"]}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(known_tool.status(), 202);
+    let known: Value = known_tool.json().await.unwrap();
+    let known_id = known["session_id"].as_str().unwrap().to_string();
+    finish(&app, &known_id).await;
 
     let accepted: Value = http
         .post(format!("{base}/api/v1/alerts"))

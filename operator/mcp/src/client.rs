@@ -401,6 +401,30 @@ impl McpClient {
         }
     }
 
+    /// The names of the server's tools as it lists them now (not cached),
+    /// without recovery, within `timeout`.
+    pub async fn tool_names(
+        &self,
+        server: &str,
+        timeout: Duration,
+    ) -> Result<Vec<String>, McpError> {
+        let session = self.session(server).await?;
+        match tokio::time::timeout(timeout, session.peer.list_all_tools()).await {
+            Ok(Ok(tools)) => Ok(tools.into_iter().map(|t| t.name.into_owned()).collect()),
+            Ok(Err(e)) => Err(McpError::Operation {
+                server: server.to_owned(),
+                operation: "tools/list".to_owned(),
+                message: transport::error_chain(&e),
+                retried: false,
+            }),
+            Err(_) => Err(McpError::Timeout {
+                server: server.to_owned(),
+                operation: "tools/list".to_owned(),
+                timeout,
+            }),
+        }
+    }
+
     /// Closes every session (stdio servers are asked to exit, then killed)
     /// and refuses further use.
     pub async fn close(&self) {

@@ -2,9 +2,10 @@
 //!
 //! At startup every configured server must initialise, or readiness fails
 //! ([`validate_servers`]). At runtime a [`HealthMonitor`] keeps its own
-//! long-lived sessions (never shared with executions), pings each server
-//! every 15 s, recreates a session that stopped answering, and raises or
-//! clears a system warning per server.
+//! long-lived sessions (never shared with executions), lists each server's
+//! tools every 15 s (so submissions can be checked against them), recreates
+//! a session that stopped answering, and raises or clears a system warning
+//! per server.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex as StdMutex};
@@ -74,6 +75,9 @@ pub struct HealthStatus {
     /// Why it is unhealthy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The tools it listed at its last successful check.
+    #[serde(skip)]
+    pub tools: Option<Vec<String>>,
 }
 
 /// Background health checks of the configured servers.
@@ -153,6 +157,16 @@ impl HealthMonitor {
             .clone()
     }
 
+    /// The tools `server` listed at its last successful check (`None`: not
+    /// monitored, or never listed).
+    pub fn tool_names(&self, server: &str) -> Option<Vec<String>> {
+        self.statuses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(server)
+            .and_then(|s| s.tools.clone())
+    }
+
     /// True when every server passed its last check.
     pub fn is_healthy(&self) -> bool {
         let statuses = self.statuses();
@@ -170,13 +184,18 @@ async fn check_all(
     let servers: Vec<String> = client.servers().map(str::to_owned).collect();
     let results = futures::future::join_all(servers.iter().map(|s| check_server(client, s))).await;
     for (server, result) in servers.into_iter().zip(results) {
+        let mut statuses = statuses.lock().unwrap_or_else(|p| p.into_inner());
+        // A failed check keeps the last known tools: a submission naming
+        // them is still right when the server comes back.
+        let known = statuses.get(&server).and_then(|s| s.tools.clone());
         let status = HealthStatus {
             healthy: result.is_ok(),
             checked_at: Utc::now(),
             error: result.as_ref().err().cloned(),
+            tools: result.as_ref().ok().cloned().or(known),
         };
         match &result {
-            Ok(()) => {
+            Ok(_) => {
                 if warnings.clear(CATEGORY_MCP_HEALTH, Some(&server)) {
                     tracing::info!(server = %server, "MCP server healthy again");
                 }
@@ -191,27 +210,25 @@ async fn check_all(
                 );
             }
         }
-        statuses
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(server, status);
+        statuses.insert(server, status);
     }
 }
 
-/// Ping; when that fails, recreate the session and ping again.
-async fn check_server(client: &McpClient, server: &str) -> Result<(), String> {
-    let ping_timeout = client.timeouts().health_ping;
-    let first = match client.ping(server, ping_timeout).await {
-        Ok(()) => return Ok(()),
+/// Lists the tools (a ping that also says what the server offers); when
+/// that fails, recreates the session and lists again.
+async fn check_server(client: &McpClient, server: &str) -> Result<Vec<String>, String> {
+    let timeout = client.timeouts().health_ping;
+    let first = match client.tool_names(server, timeout).await {
+        Ok(tools) => return Ok(tools),
         Err(e) => e,
     };
-    tracing::debug!(server, error = %first, "health ping failed; recreating the session");
+    tracing::debug!(server, error = %first, "health check failed; recreating the session");
     client
         .recreate_session(server, None)
         .await
         .map_err(|e| e.to_string())?;
     client
-        .ping(server, ping_timeout)
+        .tool_names(server, timeout)
         .await
         .map_err(|e| e.to_string())
 }
