@@ -83,7 +83,10 @@ pub static PATTERNS: &[BuiltinPattern] = &[
     BuiltinPattern {
         name: "certificate",
         regex: concat!(
-            r"-----BEGIN [A-Z0-9 ]*CERTIFICATE[A-Z0-9 ]*-----(?s:.*?)-----END [A-Z0-9 ]*CERTIFICATE[A-Z0-9 ]*-----",
+            // The body is base64, whitespace or escaped newlines: a body of
+            // "anything up to END" made every unterminated header scan the
+            // rest of the text (quadratic on many of them).
+            r"-----BEGIN [A-Z0-9 ]*CERTIFICATE[A-Z0-9 ]*-----(?:[A-Za-z0-9+/= \t\r\n]|\\+[nrt])*-----END [A-Z0-9 ]*CERTIFICATE[A-Z0-9 ]*-----",
             // base64 of "-----BEGIN CERTIFICATE-----" (certificates stored base64-encoded)
             r"|LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t[A-Za-z0-9+/]*={0,2}",
         ),
@@ -99,7 +102,11 @@ pub static PATTERNS: &[BuiltinPattern] = &[
     BuiltinPattern {
         name: "private_key",
         regex: concat!(
-            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)-----END [A-Z0-9 ]*PRIVATE KEY-----",
+            // The body: base64, whitespace, escaped newlines and the RFC 1421
+            // headers of legacy encrypted keys. Not "anything up to END",
+            // which made every unterminated header scan the rest of the text
+            // (quadratic: minutes for 1 MiB of truncated keys).
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[A-Za-z0-9+/=: \t\r\n]|\\+[nrt]|(?:Proc-Type|DEK-Info):[ \t]*[A-Za-z0-9,-]*)*-----END [A-Z0-9 ]*PRIVATE KEY-----",
             // A key whose END line was cut off (truncated output): mask the body.
             r"|-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[A-Za-z0-9+/=:\r\n]|\\[nr])*",
             // Any other base64-encoded PEM block ("-----BEGIN").

@@ -221,6 +221,25 @@ fn keys_and_certificates() {
                 "client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo=",
                 "client-key-data: [MASKED_PRIVATE_KEY]",
             ),
+            // Legacy encrypted PEM headers, a key flattened onto one line,
+            // and a key inside escaped JSON are masked whole, up to END.
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,3F17F5316E2BAC89\n\nc2VjcmV0Ym9keQ==\n-----END RSA PRIVATE KEY-----\nafter",
+                "[MASKED_PRIVATE_KEY]\nafter",
+            ),
+            (
+                "KEY=-----BEGIN PRIVATE KEY----- MIIEvQIBADAN Bgkqhkw== -----END PRIVATE KEY----- next",
+                "KEY=[MASKED_PRIVATE_KEY] next",
+            ),
+            (
+                r#"{\"k\":\"-----BEGIN EC PRIVATE KEY-----\\nMHcCAQEE\\n-----END EC PRIVATE KEY-----\\n\"}"#,
+                r#"{\"k\":\"[MASKED_PRIVATE_KEY]\\n\"}"#,
+            ),
+            // Many headers whose END never comes: each masked (and fast).
+            (
+                "-----BEGIN PRIVATE KEY-----\nQUJD\n-----BEGIN PRIVATE KEY-----\nREVG\n",
+                "[MASKED_PRIVATE_KEY][MASKED_PRIVATE_KEY]",
+            ),
         ],
     );
     check(
