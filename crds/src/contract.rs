@@ -19,6 +19,11 @@ use crate::{
 
 pub use crate::agent_execution::{STOP_ANNOTATION, STOP_CANCELLED, STOP_TIMED_OUT};
 
+/// Annotation the operator sets on an Alert it deletes because its TTL after
+/// a terminal phase passed: the session's records stay listed (a user's
+/// own deletion hides them).
+pub const EXPIRED_ANNOTATION: &str = "tarsy.dev/expired";
+
 /// Label: name of the Alert an execution or pod belongs to.
 pub const LABEL_ALERT: &str = "tarsy.dev/alert";
 /// Label: name of the AgentExecution a pod runs.

@@ -16,6 +16,7 @@
 //! | [`records`] | the stage and execution rows of a started stage |
 //! | [`launch`] | [`Launcher`]: one execution — MCP tools (masked), runbook, breakers, deadline, engine |
 //! | [`llm`] | [`LlmRouter`]: `scripted` providers replay their script; others go to the LLM service |
+//! | [`retention`] | how long sessions stay listed, when hidden ones are removed, the live events' TTL |
 //! | [`summary`] | the executive summary call |
 //! | [`runbook`] | runbook downloads with the engine's rules |
 //! | [`tools`] | the MCP executor as the engine's tool executor |
@@ -31,6 +32,7 @@ pub mod launch;
 pub mod llm;
 pub mod plan;
 pub mod records;
+pub mod retention;
 pub mod runbook;
 pub mod summary;
 pub mod tools;

@@ -17,6 +17,7 @@ use tarsy_engine::LlmClient;
 use tarsy_engine::fallback::CircuitBreakers;
 use tarsy_events::EventHub;
 use tarsy_exec::admission::NoToolCatalog;
+use tarsy_exec::retention::{self, Retention};
 use tarsy_exec::runbook::runbook_source;
 use tarsy_exec::{DEFAULT_LLM_ADDR, Launcher, LlmCallNotice, LlmRouter};
 use tarsy_masking::MaskingService;
@@ -72,6 +73,9 @@ pub struct LocalOptions {
     /// What a stdio MCP server whose command is `tarsy` runs: the running
     /// TARSy executable (`None`: `tarsy` is looked up on PATH).
     pub tarsy_exe: Option<PathBuf>,
+    /// Retention sweeps and their interval (`None`: none, e.g. a one-shot
+    /// `investigate`).
+    pub retention: Option<(Retention, Duration)>,
 }
 
 impl LocalOptions {
@@ -93,6 +97,7 @@ impl LocalOptions {
             max_connections: 10,
             recover: true,
             tarsy_exe: None,
+            retention: None,
         }
     }
 }
@@ -324,6 +329,14 @@ impl LocalApp {
         }
         let background = TaskTracker::new();
         background.spawn(admission::admission_loop(rt.clone(), options.recover));
+        if let Some((retention, interval)) = options.retention {
+            background.spawn(retention::run(
+                rt.store.clone(),
+                retention,
+                interval,
+                rt.shutdown.clone(),
+            ));
+        }
 
         let api_stop = CancellationToken::new();
         let mut health = None;

@@ -12,6 +12,8 @@ use tarsy_core::{
     ExecutionStatus, ParallelType, SessionStatus, TimelineEventStatus, TimelineEventType,
 };
 use tarsy_exec::ids::CHAT_STAGE_NAME;
+use tarsy_exec::retention::Retention;
+use tarsy_local::LocalApp;
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedResponse};
 
 use common::*;
@@ -404,6 +406,46 @@ async fn session_timeout(db_url: String) {
     app.shutdown().await;
 }
 
+/// The retention sweep runs beside the sessions (`tarsy serve` turns it
+/// on): a finished session leaves the list once its retention passed, and
+/// stays readable by id.
+async fn retention_sweeps_run(db_url: String) {
+    let script = ScriptedLlm::new();
+    script
+        .push_route("Alpha", ScriptedResponse::text("Done."))
+        .push(ScriptedResponse::text("Summary."));
+    let peers = Peers::start(script).await;
+    let mut opts = options(config(&peers, SIMPLE_CHAIN), &peers, &db_url);
+    let retention = Retention {
+        hide_after: Some(Duration::from_secs(1)),
+        purge_after: None,
+        event_ttl: None,
+    };
+    opts.retention = Some((retention, Duration::from_secs(1)));
+    let app = LocalApp::start(opts).await.unwrap();
+    let id = submit(&app, "Simple").await;
+    assert_eq!(finish(&app, &id).await.status, SessionStatus::Completed);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let page = app
+            .store()
+            .list_sessions(&tarsy_store::SessionFilter::default())
+            .await
+            .unwrap();
+        if page.sessions.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the finished session is still listed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let kept = app.store().get_session(&id).await.unwrap();
+    assert!(kept.deleted_at.is_some());
+    app.shutdown().await;
+}
+
 /// With a limit of one, sessions run one at a time, in creation order.
 async fn concurrency_limit(db_url: String) {
     let script = ScriptedLlm::new();
@@ -602,4 +644,5 @@ on_both_backends!(
     session_timeout,
     concurrency_limit,
     chat_two_turns_and_busy,
+    retention_sweeps_run,
 );

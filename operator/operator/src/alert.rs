@@ -126,6 +126,9 @@ pub struct AlertInputs<'a> {
     /// Masks alert data before it is stored (`None`: unavailable; the data
     /// is stored unmasked, fail-open).
     pub alert_masker: Option<&'a MaskingService>,
+    /// How long a finished Alert is kept before it is deleted (`None`:
+    /// forever); its session stays listed.
+    pub alert_ttl: Option<Duration>,
     /// The clock.
     pub now: Timestamp,
 }
@@ -163,6 +166,9 @@ pub struct AlertOutcome {
     pub summarize: Option<SummaryRequest>,
     /// When to look again even if nothing changes.
     pub requeue: Option<Duration>,
+    /// The Alert finished longer ago than its TTL: delete it (keeping its
+    /// session listed).
+    pub expire: bool,
 }
 
 impl AlertOutcome {
@@ -185,6 +191,7 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     out.status.observed_generation = alert.metadata.generation;
     let phase = out.status.phase.unwrap_or(AlertPhase::Pending);
     if phase.is_terminal() {
+        expire_after_ttl(&mut out, inputs.alert_ttl, inputs.now);
         return out;
     }
     let uid = alert.metadata.uid.clone().unwrap_or_default();
@@ -448,6 +455,27 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     out.requeue =
         Some(Duration::from_secs(u64::try_from(left).unwrap_or(1)).min(PENDING_RECHECK * 30));
     out
+}
+
+/// A finished Alert's TTL (like a Job's `ttlSecondsAfterFinished`): expire
+/// it once passed, else look again when it will have.
+fn expire_after_ttl(out: &mut AlertOutcome, ttl: Option<Duration>, now: Timestamp) {
+    let Some(ttl) = ttl else { return };
+    // An Alert finished before `completedAt` was recorded counts from now.
+    let finished = out
+        .status
+        .completed_at
+        .as_ref()
+        .map_or(now.as_second(), |t| t.0.as_second());
+    let ttl_secs = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
+    let left = finished
+        .saturating_add(ttl_secs)
+        .saturating_sub(now.as_second());
+    if left <= 0 {
+        out.expire = true;
+    } else {
+        out.requeue = Some(Duration::from_secs(u64::try_from(left).unwrap_or(1)));
+    }
 }
 
 /// Sets the `Degraded` condition when an execution could not use some of

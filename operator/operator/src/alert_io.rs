@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Resource, ResourceExt};
 use tarsy_chain::{PendingSession, admit};
-use tarsy_crds::contract::owned_by;
+use tarsy_crds::contract::{EXPIRED_ANNOTATION, owned_by};
 use tarsy_crds::{AgentExecution, Alert, AlertPhase};
 use tarsy_store::StoreError;
 
@@ -59,9 +59,14 @@ pub(crate) fn error_policy_alert(alert: Arc<Alert>, err: &Error, ctx: Arc<Contex
 
 async fn cleanup_alert(alert: Arc<Alert>, ctx: &Context) -> Result<Action, Error> {
     let uid = alert.uid().ok_or(Error::MissingField("uid"))?;
-    match ctx.store.soft_delete_session(&uid).await {
-        Ok(()) | Err(StoreError::NotFound { .. }) => {}
-        Err(e) => return Err(e.into()),
+    // A user deleting an Alert hides its session; an Alert that expired
+    // after its TTL leaves its session listed (retention hides it later).
+    let expired = alert.annotations().contains_key(EXPIRED_ANNOTATION);
+    if !expired {
+        match ctx.store.soft_delete_session(&uid).await {
+            Ok(()) | Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     ctx.admitted.lock().await.remove(&uid);
     Ok(Action::await_change())
@@ -114,8 +119,13 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         admitted,
         summary: &summary,
         alert_masker: ctx.alert_masker.as_ref(),
+        alert_ttl: ctx.settings.alert_ttl,
         now: Timestamp::now(),
     });
+    if out.expire {
+        expire(&api, &name).await?;
+        return Ok(Action::await_change());
+    }
 
     for op in &out.store {
         perform(&ctx.store, ctx.publisher.as_ref(), op).await?;
@@ -175,6 +185,25 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         Some(d) => Action::requeue(d),
         None => Action::await_change(),
     })
+}
+
+/// Deletes an Alert whose TTL passed, marked so that its session stays
+/// listed.
+async fn expire(api: &Api<Alert>, name: &str) -> Result<(), Error> {
+    let patch = serde_json::json!({"metadata": {"annotations": {EXPIRED_ANNOTATION: "true"}}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Whether `alert` (Pending) may start: `admit` over every Pending alert in

@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use tarsy_config::Defaults;
 use tarsy_crds::{Agent, AgentExecution, Alert, Chain, LLMProvider, MCPServer};
 use tarsy_events::StorePublisher;
+use tarsy_exec::retention::{self, Retention};
 use tarsy_exec::{LlmRouter, Summarizer};
 use tarsy_store::Store;
 use tracing::{info, warn};
@@ -81,6 +82,11 @@ pub struct Settings {
     pub script_dir: PathBuf,
     /// Limit of the executive summary call.
     pub summary_timeout: Duration,
+    /// How long a finished Alert is kept (`None`: forever).
+    pub alert_ttl: Option<Duration>,
+    /// Retention sweeps of the store and their interval, run by the leader
+    /// (`None`: none).
+    pub retention: Option<(Retention, Duration)>,
 }
 
 pub(crate) fn api_for<K>(client: &Client, ns: Option<&str>) -> Api<K>
@@ -244,6 +250,13 @@ pub async fn run(client: Client, store: Store, mut settings: Settings) -> Result
     let agent_ready = config_controller::<Agent>(&client, ns.as_deref(), ctx.clone());
     let mcp_ready = config_controller::<MCPServer>(&client, ns.as_deref(), ctx.clone());
     let provider_ready = config_controller::<LLMProvider>(&client, ns.as_deref(), ctx.clone());
+    // Retention runs with the controllers: on the leader only.
+    let sweeps = async {
+        if let Some((retention, interval)) = settings.retention {
+            let stop = tokio_util::sync::CancellationToken::new();
+            retention::run(ctx.store.clone(), retention, interval, stop).await;
+        }
+    };
     let all = async {
         tokio::join!(
             alerts,
@@ -251,7 +264,8 @@ pub async fn run(client: Client, store: Store, mut settings: Settings) -> Result
             chain_ready,
             agent_ready,
             mcp_ready,
-            provider_ready
+            provider_ready,
+            sweeps
         );
     };
     match leadership {

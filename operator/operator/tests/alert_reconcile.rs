@@ -4,6 +4,7 @@
 //! runners do.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -101,6 +102,7 @@ impl World {
             admitted,
             summary: &self.summary,
             alert_masker: None,
+            alert_ttl: None,
             now: self.now,
         });
         for ae in &out.create {
@@ -539,4 +541,60 @@ fn an_execution_without_some_mcp_servers_marks_the_alert_degraded() {
     w.step(true);
     assert_eq!(w.phase(), AlertPhase::Completed);
     assert_eq!(degraded(&w).unwrap().status, "True");
+}
+
+#[test]
+fn a_finished_alert_expires_after_its_ttl() {
+    let c = chain(
+        "one",
+        "alertTypes: [PodCrash]\nstages: [{name: s, agent: KubernetesAgent}]",
+    );
+    let mut w = World::new(alert("PodCrash"), &[c]);
+    w.step(true);
+    w.finish(
+        "crash-s1-kubernetesagent",
+        ExecutionPhase::Completed,
+        "disk full",
+    );
+    w.step(true);
+    w.summary = SummaryProgress::Done(Ok("summary".into()));
+    w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Completed);
+    let finished = w.now;
+
+    let at = |w: &World, now: Timestamp, ttl: Option<Duration>| {
+        reconcile_alert(&AlertInputs {
+            alert: &w.alert,
+            config: &w.config,
+            executions: &w.executions,
+            admitted: true,
+            summary: &w.summary,
+            alert_masker: None,
+            alert_ttl: ttl,
+            now,
+        })
+    };
+    let hour = Duration::from_secs(3600);
+    // Before the TTL: kept, and looked at again when it will have passed.
+    let out = at(
+        &w,
+        Timestamp::from_second(finished.as_second() + 600).unwrap(),
+        Some(hour),
+    );
+    assert!(!out.expire);
+    assert_eq!(out.requeue, Some(Duration::from_secs(3000)));
+    // After it: expired.
+    let out = at(
+        &w,
+        Timestamp::from_second(finished.as_second() + 3600).unwrap(),
+        Some(hour),
+    );
+    assert!(out.expire);
+    // Without a TTL: kept forever.
+    let out = at(
+        &w,
+        Timestamp::from_second(finished.as_second() + 86_400 * 365).unwrap(),
+        None,
+    );
+    assert!(!out.expire && out.requeue.is_none());
 }

@@ -246,6 +246,8 @@ fn settings(metrics_port: u16, leader: Option<LeaderElection>, script_dir: &Path
         reporter: "tarsy-operator-e2e".into(),
         script_dir: script_dir.to_path_buf(),
         summary_timeout: Duration::from_secs(30),
+        alert_ttl: None,
+        retention: None,
     }
 }
 
@@ -279,8 +281,8 @@ async fn operator_runs_alerts_end_to_end_on_the_emulator() {
 
     let metrics_port = free_port();
     write_summary_script(&dir);
-    let settings = settings(metrics_port, None, &dir);
-    let operator = tokio::spawn(tarsy_operator::run(client.clone(), store.clone(), settings));
+    let first = settings(metrics_port, None, &dir);
+    let operator = tokio::spawn(tarsy_operator::run(client.clone(), store.clone(), first));
 
     let alerts: Api<Alert> = Api::namespaced(client.clone(), NS);
     let executions: Api<AgentExecution> = Api::namespaced(client.clone(), NS);
@@ -508,6 +510,25 @@ async fn operator_runs_alerts_end_to_end_on_the_emulator() {
         "{ready}"
     );
 
+    operator.abort();
+    let _ = operator.await;
+
+    // 8. An operator with an Alert TTL deletes finished Alerts once it has
+    //    passed, and their sessions stay listed (not soft-deleted).
+    let crashy_uid = crashy.uid().unwrap();
+    let mut with_ttl = settings(free_port(), None, &dir);
+    with_ttl.alert_ttl = Some(Duration::from_secs(1));
+    let operator = tokio::spawn(tarsy_operator::run(client.clone(), store.clone(), with_ttl));
+    wait_for("finished alerts expired", 60, async || {
+        let left = alerts.list(&ListParams::default()).await.ok()?.items;
+        left.is_empty().then_some(())
+    })
+    .await;
+    let session = store.get_session(&crashy_uid).await.unwrap();
+    assert!(
+        session.deleted_at.is_none(),
+        "an expired Alert's session stays listed"
+    );
     operator.abort();
     let _ = operator.await;
     drop(emu);

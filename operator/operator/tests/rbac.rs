@@ -184,6 +184,10 @@ fn operator_can_do_its_job() {
         grants(&rules, "tarsy.dev", "alerts", "update"),
         "finalizers"
     );
+    assert!(
+        grants(&rules, "tarsy.dev", "alerts", "delete"),
+        "finished Alerts are deleted after their TTL"
+    );
     assert!(grants(&rules, "", "pods", "create"));
     assert!(grants(&rules, "", "pods", "delete"));
     assert!(grants(&rules, "", "secrets", "get"));

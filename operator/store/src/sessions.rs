@@ -447,11 +447,12 @@ impl Store {
         one_row(n, id)
     }
 
-    /// Retention, step 1: soft-deletes sessions that finished before `cutoff`.
-    /// Returns how many were hidden.
+    /// Retention, step 1: soft-deletes, as of `now`, sessions that finished
+    /// before `cutoff`. Returns how many were hidden.
     pub async fn soft_delete_sessions_completed_before(
         &self,
         cutoff: DateTime<Utc>,
+        now: DateTime<Utc>,
     ) -> Result<u64> {
         self.db
             .execute(
@@ -459,7 +460,7 @@ impl Store {
                     "UPDATE alert_sessions SET deleted_at = $1 \
                      WHERE deleted_at IS NULL AND completed_at IS NOT NULL AND completed_at < $2",
                 )
-                .bind(now())
+                .bind(normalize_time(now))
                 .bind(normalize_time(cutoff)),
             )
             .await

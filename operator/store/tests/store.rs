@@ -1223,7 +1223,7 @@ async fn retention_purge(store: Store) {
     let past = Utc::now() - chrono::Duration::days(90);
     assert_eq!(
         store
-            .soft_delete_sessions_completed_before(past)
+            .soft_delete_sessions_completed_before(past, Utc::now())
             .await
             .unwrap(),
         0
@@ -1231,7 +1231,7 @@ async fn retention_purge(store: Store) {
     let cutoff = Utc::now() + chrono::Duration::seconds(1);
     assert_eq!(
         store
-            .soft_delete_sessions_completed_before(cutoff)
+            .soft_delete_sessions_completed_before(cutoff, Utc::now())
             .await
             .unwrap(),
         1

@@ -86,6 +86,14 @@ pub struct ControllerArgs {
     /// This replica's identity in the Lease (default: the pod name).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+    /// A finished Alert is deleted this long after its terminal phase (Go
+    /// duration, like a Job's ttlSecondsAfterFinished; 0: kept forever);
+    /// its session stays listed.
+    #[arg(long, env = "TARSY_ALERT_TTL", default_value = "168h")]
+    alert_ttl: String,
+    /// How long sessions and live events are kept.
+    #[command(flatten)]
+    retention: crate::retention::RetentionArgs,
 }
 
 /// Runs the operator until it fails or loses leadership.
@@ -130,6 +138,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         reporter: "tarsy-operator".into(),
         script_dir: args.script_dir,
         summary_timeout: Duration::from_secs(args.summary_timeout_seconds),
+        alert_ttl: crate::retention::optional("--alert-ttl", &args.alert_ttl)?,
+        retention: Some(args.retention.retention()?),
     };
 
     let store = tarsy_store::Store::connect(&args.database_url)

@@ -13,6 +13,7 @@ mod investigate;
 mod mcp_bridge;
 mod process;
 mod replay;
+mod retention;
 mod runner;
 mod serve;
 mod webhooks;
@@ -42,7 +43,7 @@ enum Command {
     McpBridge(mcp_bridge::BridgeArgs),
     /// Local mode: the REST/WebSocket API and the orchestration in one
     /// process (SQLite, no cluster).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Investigate one alert locally, with live progress, then print the
     /// final analysis and executive summary.
     Investigate(investigate::InvestigateArgs),
@@ -50,7 +51,7 @@ enum Command {
     Webhooks(webhooks::WebhooksArgs),
     /// Run the Kubernetes operator: reconcile Alerts, Chains and
     /// AgentExecutions, run investigation pods.
-    Controller(controller::ControllerArgs),
+    Controller(Box<controller::ControllerArgs>),
     /// Run one AgentExecution (inside its investigation pod).
     Runner(runner::RunnerArgs),
     /// Serve the REST/WebSocket API in cluster mode: alerts, cancellation
@@ -111,9 +112,9 @@ async fn run(command: Command, started: std::time::Instant) -> anyhow::Result<i3
     match command {
         Command::Crdgen { out } => crdgen(&out).map(|()| 0),
         Command::McpBridge(args) => mcp_bridge::run(args).await,
-        Command::Serve(args) => serve::run(args).await.map(|()| 0),
+        Command::Serve(args) => serve::run(*args).await.map(|()| 0),
         Command::Webhooks(args) => webhooks::run(args).await.map(|()| 0),
-        Command::Controller(args) => controller::run(args).await.map(|()| 0),
+        Command::Controller(args) => controller::run(*args).await.map(|()| 0),
         Command::Api(args) => api::run(args).await.map(|()| 0),
         Command::Runner(args) => runner::run(args, started).await,
         Command::McpReplay(args) => replay::mcp_replay(args).await.map(|()| 0),

@@ -41,6 +41,9 @@ pub struct ServeArgs {
     /// start.
     #[arg(long, env = "TARSY_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,
+    /// How long sessions and live events are kept.
+    #[command(flatten)]
+    pub retention: crate::retention::RetentionArgs,
 }
 
 /// `$XDG_DATA_HOME/tarsy`, else `$HOME/.local/share/tarsy`, else `.tarsy`.
@@ -100,6 +103,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         options.pod_id = pod_id;
     }
     options.settings.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
+    options.retention = Some(args.retention.retention()?);
     let app = LocalApp::start(options)
         .await
         .context("starting local mode")?;
