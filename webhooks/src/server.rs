@@ -57,9 +57,23 @@ pub struct ServeConfig {
     pub tls_reload_interval: Duration,
 }
 
-/// `GET /healthz`: liveness and readiness.
+/// `GET /healthz`: liveness and readiness; `GET /metrics`: the process's
+/// metrics (alerts received by outcome, among others).
 pub fn health_router() -> Router {
-    Router::new().route("/healthz", get(|| async { "ok" }))
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/metrics",
+            get(|| async {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        tarsy_telemetry::CONTENT_TYPE,
+                    )],
+                    tarsy_telemetry::global().encode(""),
+                )
+            }),
+        )
 }
 
 /// The routes of whichever parts are enabled, plus `/healthz`.

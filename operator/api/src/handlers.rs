@@ -625,6 +625,34 @@ pub(crate) async fn get_session(
     })))
 }
 
+/// `GET /metrics`: the process's metrics, plus sessions by status counted
+/// in the store (so every replica reports the same, right after a restart).
+pub(crate) async fn metrics(State(api): State<AppState>) -> Response {
+    let mut extra = String::new();
+    if let Ok(Ok(counts)) =
+        tokio::time::timeout(HEALTH_DB_TIMEOUT, api.store.count_sessions_by_status()).await
+    {
+        extra.push_str(
+            "# HELP tarsy_sessions Sessions in the store by status (hidden ones excluded).\n",
+        );
+        extra.push_str("# TYPE tarsy_sessions gauge\n");
+        for (status, n) in counts {
+            extra.push_str(&format!(
+                "tarsy_sessions{{status=\"{}\"}} {n}\n",
+                status.as_str()
+            ));
+        }
+    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            tarsy_telemetry::CONTENT_TYPE,
+        )],
+        tarsy_telemetry::global().encode(&extra),
+    )
+        .into_response()
+}
+
 /// `GET /api/v1/sessions/{id}/timeline`.
 pub(crate) async fn timeline(
     State(api): State<AppState>,

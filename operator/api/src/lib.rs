@@ -194,8 +194,10 @@ impl Api {
                 get(handlers::system_configuration),
             )
             .route("/api/v1/ws", get(ws::upgrade))
+            .route("/metrics", get(handlers::metrics))
             .fallback(handlers::not_found)
             .method_not_allowed_fallback(handlers::method_not_allowed)
+            .layer(axum::middleware::from_fn(count_request))
             .with_state(state);
         match dashboard {
             Some(dashboard) => api.merge(dashboard.router()),
@@ -206,6 +208,28 @@ impl Api {
 
 /// Shared state of the handlers.
 pub(crate) type AppState = Arc<Api>;
+
+/// Counts every request by its route pattern (ids never become labels;
+/// unmatched paths count as `unmatched`).
+async fn count_request(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let started = std::time::Instant::now();
+    let method = request.method().to_string();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let response = next.run(request).await;
+    tarsy_telemetry::global().http_request(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
 
 /// The request's author: the first non-empty trusted identity header, else
 /// [`DEFAULT_AUTHOR`].

@@ -43,6 +43,7 @@ pub(crate) async fn upgrade(
 
 async fn serve(api: AppState, socket: WebSocket) {
     api.ws_connections.fetch_add(1, Ordering::Relaxed);
+    let _open = tarsy_telemetry::global().ws_connection();
     let mut conn = api.hub.connection();
     let (mut sink, mut stream) = socket.split();
     // Reading runs in its own task so that the loop below only ever waits

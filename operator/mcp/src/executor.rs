@@ -23,6 +23,7 @@ use crate::router::{ToolAccess, canonical_name, normalize_tool_name};
 use crate::selection::{resolve_servers, validate_selection};
 use crate::timeouts::McpTimeouts;
 use crate::tokens::truncate_for_storage;
+use tarsy_telemetry::McpOutcome;
 
 /// Creates executors for agent executions from the configured servers.
 pub struct McpClientFactory {
@@ -228,6 +229,11 @@ impl McpToolExecutor {
                 (format!("MCP error {}: {}", data.code.0, data.message), true)
             }
             Err(e) => {
+                let outcome = match e {
+                    McpError::Timeout { .. } => McpOutcome::Timeout,
+                    _ => McpOutcome::Error,
+                };
+                tarsy_telemetry::global().mcp_call(&server, &tool, started.elapsed(), outcome);
                 self.record(
                     McpInteractionType::ToolCall,
                     &server,
@@ -242,6 +248,12 @@ impl McpToolExecutor {
                 return Err(e);
             }
         };
+        let outcome = if is_error {
+            McpOutcome::ToolError
+        } else {
+            McpOutcome::Ok
+        };
+        tarsy_telemetry::global().mcp_call(&server, &tool, started.elapsed(), outcome);
         // The chokepoint: from here on only masked text exists.
         let content = self.masking.mask_tool_result(&server, &raw);
         drop(raw);

@@ -194,6 +194,7 @@ async fn check_all(
             error: result.as_ref().err().cloned(),
             tools: result.as_ref().ok().cloned().or(known),
         };
+        tarsy_telemetry::global().mcp_health(&server, result.is_ok());
         match &result {
             Ok(_) => {
                 if warnings.clear(CATEGORY_MCP_HEALTH, Some(&server)) {

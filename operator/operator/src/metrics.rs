@@ -170,12 +170,14 @@ impl Metrics {
         }
     }
 
-    /// The metrics in the Prometheus text format.
+    /// The operator's metrics, then the process-wide ones (its executive
+    /// summary LLM calls, sessions and stages it finished), in one page.
     pub fn render(&self) -> String {
-        let mut out = String::new();
+        let mut own = String::new();
         // Writing into a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
-        out
+        let _ = encode(&mut own, &self.registry);
+        let own = own.strip_suffix("# EOF\n").unwrap_or(&own);
+        tarsy_telemetry::global().encode(own)
     }
 }
 
@@ -202,10 +204,7 @@ pub fn router(state: HttpState) -> Router {
 async fn metrics_handler(State(state): State<HttpState>) -> impl IntoResponse {
     (state.refresh)();
     (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
+        [(header::CONTENT_TYPE, tarsy_telemetry::CONTENT_TYPE)],
         state.metrics.render(),
     )
 }

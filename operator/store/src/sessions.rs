@@ -325,6 +325,11 @@ impl Store {
             )
             .await?
             .ok_or_else(|| StoreError::not_found(KIND, id))
+            .inspect(|s: &Session| {
+                // Counted where every mode writes the end of a session.
+                let took = s.started_at.and_then(|t| (at - t).to_std().ok());
+                tarsy_telemetry::global().session_finished(s.status.as_str(), took);
+            })
     }
 
     /// Sets the executive summary or the reason it failed, independently of
@@ -364,6 +369,16 @@ impl Store {
             sql = sql.bind(s.as_str());
         }
         self.db.fetch_i64(sql).await
+    }
+
+    /// How many listed sessions each status has (every status, zeros
+    /// included: a gauge that disappears reads as "no data").
+    pub async fn count_sessions_by_status(&self) -> Result<Vec<(SessionStatus, i64)>> {
+        let mut counts = Vec::with_capacity(SessionStatus::ALL.len());
+        for status in SessionStatus::ALL {
+            counts.push((*status, self.count_sessions_with_status(&[*status]).await?));
+        }
+        Ok(counts)
     }
 
     /// How many sessions are in progress (admission control).

@@ -232,6 +232,13 @@ impl Store {
             )
             .await?
             .ok_or_else(|| StoreError::not_found(STAGE, id))
+            .inspect(|s: &Stage| {
+                if let (true, Some(started)) = (status.is_terminal(), s.started_at)
+                    && let Ok(took) = (at - started).to_std()
+                {
+                    tarsy_telemetry::global().stage_finished(status.as_str(), took);
+                }
+            })
     }
 
     /// Re-derives the stage's status from its executions (see

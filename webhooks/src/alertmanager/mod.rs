@@ -367,6 +367,16 @@ pub async fn process(state: &BridgeState, payload: &WebhookPayload) -> Report {
     c.rejected
         .fetch_add(report.rejected as u64, Ordering::Relaxed);
     c.failed.fetch_add(report.failed as u64, Ordering::Relaxed);
+    let metrics = tarsy_telemetry::global();
+    for r in &report.results {
+        metrics.webhook_alert(match r.outcome {
+            Outcome::Created => "created",
+            Outcome::Duplicate => "duplicate",
+            Outcome::Resolved | Outcome::Unknown => "resolved",
+            Outcome::Rejected => "rejected",
+            Outcome::Failed => "failed",
+        });
+    }
     report
 }
 

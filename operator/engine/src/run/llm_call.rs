@@ -70,6 +70,7 @@ impl Run<'_> {
 
     /// A `provider_fallback` event (and a warning in the log).
     pub(super) async fn fallback_event(&mut self, s: &ProviderSwitch) -> Result<(), RecordError> {
+        tarsy_telemetry::global().llm_fallback(&s.from, &s.to);
         tracing::warn!(
             execution_id = %self.ctx.execution_id,
             from = %s.from, to = %s.to, reason = %s.reason,
@@ -184,6 +185,7 @@ impl Run<'_> {
                     req.deadline,
                 )
                 .await;
+            observe(&provider, started.elapsed(), &outcome);
             self.record_interaction(
                 req,
                 &provider,
@@ -212,6 +214,39 @@ impl Run<'_> {
             }
         }
     }
+}
+
+/// Counts one call attempt in the process's metrics.
+fn observe(
+    provider: &LlmProviderConfig,
+    elapsed: std::time::Duration,
+    outcome: &Result<LlmResponse, CallError>,
+) {
+    let error = match outcome {
+        Ok(_) => None,
+        Err(CallError::Llm(e)) => Some(e.code.as_str()),
+        Err(CallError::IterationTimeout | CallError::Stop(Stop::SessionTimeout)) => Some("timeout"),
+        Err(CallError::Stop(Stop::Cancelled)) => Some("cancelled"),
+        Err(CallError::Stop(Stop::Record(_))) => Some("record"),
+        Err(CallError::Stop(Stop::Fatal(_))) => Some("fatal"),
+    };
+    let tokens = match outcome {
+        Ok(r) => r.usage.as_ref().map(|u| {
+            (
+                u64::try_from(u.input_tokens).unwrap_or(0),
+                u64::try_from(u.output_tokens).unwrap_or(0),
+            )
+        }),
+        Err(_) => None,
+    };
+    tarsy_telemetry::global().llm_call(tarsy_telemetry::LlmCall {
+        provider_type: provider.provider_type.as_str(),
+        provider: &provider.name,
+        model: &provider.model,
+        elapsed,
+        error,
+        tokens,
+    });
 }
 
 #[cfg(test)]

@@ -1,0 +1,530 @@
+//! TARSy's process-wide Prometheus metrics.
+//!
+//! One set per process ([`global`]): the engine records its LLM calls, the
+//! MCP client its tool calls, the API its requests and WebSocket
+//! connections, local mode and the operator the sessions they finish; each
+//! long-running subcommand serves [`Telemetry::encode`] at `/metrics`.
+//!
+//! LLM metrics carry the OpenTelemetry GenAI semantic conventions' names in
+//! Prometheus form (`gen_ai.client.operation.duration` →
+//! `gen_ai_client_operation_duration_seconds`, `gen_ai.client.token.usage`
+//! → `gen_ai_client_token_usage`, attributes as labels with `_` for `.`),
+//! so existing GenAI dashboards work; the rest are `tarsy_*`.
+//!
+//! Recording never fails and never blocks on IO: a metric is a few atomic
+//! operations.
+
+#![warn(missing_docs)]
+
+use std::fmt::Write as _;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+/// Labels of an LLM call (GenAI attributes, plus the configured provider).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LlmLabels {
+    /// Always `chat`: every call is a chat completion.
+    gen_ai_operation_name: &'static str,
+    /// The provider type (`openai`, `google`, …).
+    gen_ai_provider_name: String,
+    /// The requested model.
+    gen_ai_request_model: String,
+    /// The LLMProvider resource's name.
+    tarsy_llm_provider: String,
+    /// Empty on success (Prometheus reads an empty label as absent), else
+    /// the error's code, `timeout`, or `cancelled`.
+    error_type: String,
+}
+
+/// Labels of token usage.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    gen_ai_operation_name: &'static str,
+    gen_ai_provider_name: String,
+    gen_ai_request_model: String,
+    tarsy_llm_provider: String,
+    /// `input` or `output`.
+    gen_ai_token_type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FallbackLabels {
+    from: String,
+    to: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct McpCallLabels {
+    server: String,
+    tool: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabels {
+    server: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    method: String,
+    route: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    method: String,
+    route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderLabels {
+    provider: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+/// How an MCP tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McpOutcome {
+    /// The tool answered.
+    Ok,
+    /// The tool answered with an error result (`isError`).
+    ToolError,
+    /// The call failed (transport, protocol, server error).
+    Error,
+    /// No answer in time.
+    Timeout,
+}
+
+impl McpOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::ToolError => "tool_error",
+            Self::Error => "error",
+            Self::Timeout => "timeout",
+        }
+    }
+}
+
+/// One LLM call attempt, as the engine saw it.
+#[derive(Debug, Clone, Copy)]
+pub struct LlmCall<'a> {
+    /// Provider type (`openai`, `google`, …).
+    pub provider_type: &'a str,
+    /// The LLMProvider's name.
+    pub provider: &'a str,
+    /// The model.
+    pub model: &'a str,
+    /// From request to the end of the stream.
+    pub elapsed: Duration,
+    /// `None` on success, else what went wrong (an error code, `timeout`…).
+    pub error: Option<&'a str>,
+    /// Input and output tokens, when the provider reported them.
+    pub tokens: Option<(u64, u64)>,
+}
+
+/// Every metric of the process.
+pub struct Telemetry {
+    registry: Registry,
+    llm_duration: Family<LlmLabels, Histogram, fn() -> Histogram>,
+    llm_tokens: Family<TokenLabels, Histogram, fn() -> Histogram>,
+    llm_fallbacks: Family<FallbackLabels, Counter>,
+    llm_circuit_open: Family<ProviderLabels, Gauge>,
+    mcp_calls: Family<McpCallLabels, Counter>,
+    mcp_duration: Family<ServerLabels, Histogram, fn() -> Histogram>,
+    mcp_healthy: Family<ServerLabels, Gauge>,
+    http_requests: Family<HttpLabels, Counter>,
+    http_duration: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    ws_connections: Gauge,
+    sessions_finished: Family<StatusLabels, Counter>,
+    session_duration: Family<StatusLabels, Histogram, fn() -> Histogram>,
+    stage_duration: Family<StatusLabels, Histogram, fn() -> Histogram>,
+    webhook_alerts: Family<OutcomeLabels, Counter>,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry").finish_non_exhaustive()
+    }
+}
+
+/// Buckets of `gen_ai.client.operation.duration` (the convention's advice).
+fn llm_seconds() -> Histogram {
+    Histogram::new([
+        0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+    ])
+}
+
+/// Buckets of `gen_ai.client.token.usage` (the convention's advice).
+fn token_counts() -> Histogram {
+    Histogram::new([
+        1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0,
+        4194304.0, 16777216.0, 67108864.0,
+    ])
+}
+
+/// Tool calls and API requests: milliseconds to a minute.
+fn short_seconds() -> Histogram {
+    Histogram::new([
+        0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    ])
+}
+
+/// Sessions and stages: seconds to an hour.
+fn long_seconds() -> Histogram {
+    Histogram::new([
+        1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0,
+    ])
+}
+
+impl Telemetry {
+    fn new() -> Self {
+        let mut registry = Registry::default();
+        let llm_duration = Family::new_with_constructor(llm_seconds as fn() -> Histogram);
+        registry.register_with_unit(
+            "gen_ai_client_operation_duration",
+            "GenAI operation duration: one LLM call attempt, request to end of stream",
+            Unit::Seconds,
+            llm_duration.clone(),
+        );
+        let llm_tokens = Family::new_with_constructor(token_counts as fn() -> Histogram);
+        registry.register(
+            "gen_ai_client_token_usage",
+            "Number of input and output tokens used per LLM call",
+            llm_tokens.clone(),
+        );
+        let llm_fallbacks = Family::default();
+        registry.register(
+            "tarsy_llm_fallbacks",
+            "Switches from a failing LLM provider to a fallback provider",
+            llm_fallbacks.clone(),
+        );
+        let llm_circuit_open = Family::default();
+        registry.register(
+            "tarsy_llm_circuit_open",
+            "1 while an LLM provider's circuit breaker is open in this process's view",
+            llm_circuit_open.clone(),
+        );
+        let mcp_calls = Family::default();
+        registry.register(
+            "tarsy_mcp_tool_calls",
+            "MCP tool calls by server, tool and outcome",
+            mcp_calls.clone(),
+        );
+        let mcp_duration = Family::new_with_constructor(short_seconds as fn() -> Histogram);
+        registry.register_with_unit(
+            "tarsy_mcp_tool_call_duration",
+            "MCP tool call latency by server",
+            Unit::Seconds,
+            mcp_duration.clone(),
+        );
+        let mcp_healthy = Family::default();
+        registry.register(
+            "tarsy_mcp_server_healthy",
+            "1 when the MCP server passed its last health check, 0 when it failed",
+            mcp_healthy.clone(),
+        );
+        let http_requests = Family::default();
+        registry.register(
+            "tarsy_http_requests",
+            "API requests by method, route and status",
+            http_requests.clone(),
+        );
+        let http_duration = Family::new_with_constructor(short_seconds as fn() -> Histogram);
+        registry.register_with_unit(
+            "tarsy_http_request_duration",
+            "API request latency by method and route",
+            Unit::Seconds,
+            http_duration.clone(),
+        );
+        let ws_connections = Gauge::default();
+        registry.register(
+            "tarsy_websocket_connections",
+            "Open WebSocket connections",
+            ws_connections.clone(),
+        );
+        let sessions_finished = Family::default();
+        registry.register(
+            "tarsy_sessions_finished",
+            "Sessions this process finished, by terminal status",
+            sessions_finished.clone(),
+        );
+        let session_duration = Family::new_with_constructor(long_seconds as fn() -> Histogram);
+        registry.register_with_unit(
+            "tarsy_session_duration",
+            "Session duration, start to terminal status",
+            Unit::Seconds,
+            session_duration.clone(),
+        );
+        let stage_duration = Family::new_with_constructor(long_seconds as fn() -> Histogram);
+        registry.register_with_unit(
+            "tarsy_stage_duration",
+            "Stage duration, by terminal status",
+            Unit::Seconds,
+            stage_duration.clone(),
+        );
+        let webhook_alerts = Family::default();
+        registry.register(
+            "tarsy_webhook_alerts",
+            "Alertmanager alerts received by the bridge, by outcome",
+            webhook_alerts.clone(),
+        );
+        Self {
+            registry,
+            llm_duration,
+            llm_tokens,
+            llm_fallbacks,
+            llm_circuit_open,
+            mcp_calls,
+            mcp_duration,
+            mcp_healthy,
+            http_requests,
+            http_duration,
+            ws_connections,
+            sessions_finished,
+            session_duration,
+            stage_duration,
+            webhook_alerts,
+        }
+    }
+
+    /// Records one LLM call attempt.
+    pub fn llm_call(&self, call: LlmCall<'_>) {
+        let labels = LlmLabels {
+            gen_ai_operation_name: "chat",
+            gen_ai_provider_name: call.provider_type.to_string(),
+            gen_ai_request_model: call.model.to_string(),
+            tarsy_llm_provider: call.provider.to_string(),
+            error_type: call.error.unwrap_or_default().to_string(),
+        };
+        self.llm_duration
+            .get_or_create(&labels)
+            .observe(call.elapsed.as_secs_f64());
+        if let Some((input, output)) = call.tokens {
+            for (kind, n) in [("input", input), ("output", output)] {
+                let labels = TokenLabels {
+                    gen_ai_operation_name: "chat",
+                    gen_ai_provider_name: call.provider_type.to_string(),
+                    gen_ai_request_model: call.model.to_string(),
+                    tarsy_llm_provider: call.provider.to_string(),
+                    gen_ai_token_type: kind,
+                };
+                #[allow(clippy::cast_precision_loss)]
+                self.llm_tokens.get_or_create(&labels).observe(n as f64);
+            }
+        }
+    }
+
+    /// Records a switch to a fallback provider.
+    pub fn llm_fallback(&self, from: &str, to: &str) {
+        self.llm_fallbacks
+            .get_or_create(&FallbackLabels {
+                from: from.to_string(),
+                to: to.to_string(),
+            })
+            .inc();
+    }
+
+    /// Sets whether `provider`'s circuit breaker is open.
+    pub fn llm_circuit(&self, provider: &str, open: bool) {
+        self.llm_circuit_open
+            .get_or_create(&ProviderLabels {
+                provider: provider.to_string(),
+            })
+            .set(i64::from(open));
+    }
+
+    /// Records one MCP tool call.
+    pub fn mcp_call(&self, server: &str, tool: &str, elapsed: Duration, outcome: McpOutcome) {
+        self.mcp_calls
+            .get_or_create(&McpCallLabels {
+                server: server.to_string(),
+                tool: tool.to_string(),
+                outcome: outcome.as_str(),
+            })
+            .inc();
+        self.mcp_duration
+            .get_or_create(&ServerLabels {
+                server: server.to_string(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records an MCP server's health check.
+    pub fn mcp_health(&self, server: &str, healthy: bool) {
+        self.mcp_healthy
+            .get_or_create(&ServerLabels {
+                server: server.to_string(),
+            })
+            .set(i64::from(healthy));
+    }
+
+    /// Records one API request; `route` is the matched route pattern (never
+    /// the raw path, which would carry ids).
+    pub fn http_request(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                method: method.to_string(),
+                route: route.to_string(),
+                status,
+            })
+            .inc();
+        self.http_duration
+            .get_or_create(&RouteLabels {
+                method: method.to_string(),
+                route: route.to_string(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts an open WebSocket connection until the guard is dropped.
+    pub fn ws_connection(&'static self) -> WsConnection {
+        self.ws_connections.inc();
+        WsConnection(self)
+    }
+
+    /// Records a session that reached terminal `status` after `elapsed`.
+    pub fn session_finished(&self, status: &str, elapsed: Option<Duration>) {
+        let labels = StatusLabels {
+            status: status.to_string(),
+        };
+        self.sessions_finished.get_or_create(&labels).inc();
+        if let Some(d) = elapsed {
+            self.session_duration
+                .get_or_create(&labels)
+                .observe(d.as_secs_f64());
+        }
+    }
+
+    /// Records a stage that reached terminal `status` after `elapsed`.
+    pub fn stage_finished(&self, status: &str, elapsed: Duration) {
+        self.stage_duration
+            .get_or_create(&StatusLabels {
+                status: status.to_string(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records an alert the Alertmanager bridge received: `accepted`,
+    /// `refused`, `duplicate`, `resolved`…
+    pub fn webhook_alert(&self, outcome: &'static str) {
+        self.webhook_alerts
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// The text exposition of every metric, followed by `extra` (metrics a
+    /// caller computes at scrape time, already in text format, without the
+    /// final `# EOF`).
+    pub fn encode(&self, extra: &str) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            // Writing into a String cannot fail; keep the page valid anyway.
+            out.clear();
+            out.push_str("# EOF\n");
+        }
+        if !extra.is_empty() {
+            // The registry's text ends with "# EOF": put `extra` before it.
+            let body = out.strip_suffix("# EOF\n").unwrap_or(&out).to_string();
+            out = body;
+            out.push_str(extra);
+            if !extra.ends_with('\n') {
+                out.push('\n');
+            }
+            let _ = writeln!(out, "# EOF");
+        }
+        out
+    }
+}
+
+/// An open WebSocket connection (see [`Telemetry::ws_connection`]).
+#[derive(Debug)]
+pub struct WsConnection(&'static Telemetry);
+
+impl Drop for WsConnection {
+    fn drop(&mut self) {
+        self.0.ws_connections.dec();
+    }
+}
+
+static GLOBAL: LazyLock<Telemetry> = LazyLock::new(Telemetry::new);
+
+/// The process's metrics.
+pub fn global() -> &'static Telemetry {
+    &GLOBAL
+}
+
+/// The media type of [`Telemetry::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llm_calls_use_the_genai_names_and_labels() {
+        let t = Telemetry::new();
+        t.llm_call(LlmCall {
+            provider_type: "openai",
+            provider: "gpt",
+            model: "gpt-5",
+            elapsed: Duration::from_millis(300),
+            error: None,
+            tokens: Some((1200, 40)),
+        });
+        t.llm_call(LlmCall {
+            provider_type: "openai",
+            provider: "gpt",
+            model: "gpt-5",
+            elapsed: Duration::from_secs(2),
+            error: Some("rate_limited"),
+            tokens: None,
+        });
+        let text = t.encode("");
+        assert!(text.contains(
+            "gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"gpt-5\",tarsy_llm_provider=\"gpt\",error_type=\"\"} 1"
+        ), "{text}");
+        assert!(text.contains("error_type=\"rate_limited\"} 1"), "{text}");
+        assert!(text.contains(
+            "gen_ai_client_token_usage_sum{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"gpt-5\",tarsy_llm_provider=\"gpt\",gen_ai_token_type=\"input\"} 1200.0"
+        ), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn extra_text_goes_before_the_end_marker() {
+        let t = Telemetry::new();
+        t.mcp_call(
+            "kubernetes",
+            "pods_list",
+            Duration::from_millis(5),
+            McpOutcome::Ok,
+        );
+        let text = t.encode("# TYPE tarsy_sessions gauge\ntarsy_sessions{status=\"pending\"} 2");
+        assert!(text.contains("tarsy_mcp_tool_calls_total{server=\"kubernetes\",tool=\"pods_list\",outcome=\"ok\"} 1"), "{text}");
+        assert!(
+            text.ends_with("tarsy_sessions{status=\"pending\"} 2\n# EOF\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches("# EOF").count(), 1);
+    }
+}
