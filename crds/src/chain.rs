@@ -84,6 +84,12 @@ pub struct ChainSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_mcp_server_unavailable: Option<McpUnavailablePolicy>,
 
+    /// Slack channel of this chain's notifications (default: the one
+    /// TARSy is configured with), e.g. `#payments-oncall`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 80))]
+    pub slack_channel: Option<String>,
+
     /// LLMProvider for the executive summary (default: `llmProvider`, then the default provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]

@@ -75,6 +75,7 @@ fn chain() -> ChainSpec {
         iteration_timeout: None,
         mcp_servers: None,
         on_mcp_server_unavailable: None,
+        slack_channel: None,
         executive_summary_provider: None,
         chat: None,
         session_timeout: None,

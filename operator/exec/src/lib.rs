@@ -8,6 +8,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`notify`] | Slack notifications of sessions that start and end, threaded per alert |
 //! | [`plan`] | Chain → the state machine's plan; one execution's resolved configuration |
 //! | [`admission`] | submit and chat admission rules, the masked session row |
 //! | [`chat`] | a chat answer's rows, start and end |
@@ -30,6 +31,7 @@ pub mod error;
 pub mod ids;
 pub mod launch;
 pub mod llm;
+pub mod notify;
 pub mod plan;
 pub mod records;
 pub mod retention;

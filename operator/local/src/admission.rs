@@ -129,6 +129,9 @@ async fn admit_pending(rt: &Arc<Runtime>) -> Result<()> {
         match rt.store.claim_next_pending_session(&rt.pod_id).await? {
             Some(session) => {
                 tracing::info!(session_id = %session.id, chain = %session.chain_id, "session admitted");
+                if rt.notifier.as_ref().is_some_and(|n| n.notifies_start()) {
+                    rt.notify(&session.id).await;
+                }
                 spawn_runner(rt, session.id);
             }
             None => break,

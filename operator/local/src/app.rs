@@ -17,6 +17,7 @@ use tarsy_engine::LlmClient;
 use tarsy_engine::fallback::CircuitBreakers;
 use tarsy_events::EventHub;
 use tarsy_exec::admission::NoToolCatalog;
+use tarsy_exec::notify::{SlackNotifier, SlackSettings};
 use tarsy_exec::retention::{self, Retention};
 use tarsy_exec::runbook::runbook_source;
 use tarsy_exec::{DEFAULT_LLM_ADDR, Launcher, LlmCallNotice, LlmRouter};
@@ -76,6 +77,8 @@ pub struct LocalOptions {
     /// Retention sweeps and their interval (`None`: none, e.g. a one-shot
     /// `investigate`).
     pub retention: Option<(Retention, Duration)>,
+    /// Slack notifications (`None`: none).
+    pub slack: Option<SlackSettings>,
 }
 
 impl LocalOptions {
@@ -98,6 +101,7 @@ impl LocalOptions {
             recover: true,
             tarsy_exe: None,
             retention: None,
+            slack: None,
         }
     }
 }
@@ -297,6 +301,7 @@ impl LocalApp {
             shutdown: CancellationToken::new(),
             interrupt: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            notifier: options.slack.map(|s| SlackNotifier::new(s, store.clone())),
         });
         // The MCP health monitor runs with the API (it backs `/health`), and
         // its tool lists check the MCP selections of submitted alerts.

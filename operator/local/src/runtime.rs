@@ -8,6 +8,7 @@ use std::time::Duration;
 use tarsy_config::Config;
 use tarsy_core::{EventPublisher, ExecutionStatus, SessionStatus};
 use tarsy_crds::ChainSpec;
+use tarsy_exec::notify::{Notice, SlackNotifier};
 use tarsy_exec::{Launcher, LlmRouter, Summarizer};
 use tarsy_masking::MaskingService;
 use tarsy_store::Store;
@@ -93,6 +94,8 @@ pub(crate) struct Runtime {
     /// The shutdown grace is over: what still runs is interrupted.
     pub(crate) interrupt: CancellationToken,
     pub(crate) tasks: TaskTracker,
+    /// Slack notifications, when configured.
+    pub(crate) notifier: Option<SlackNotifier>,
 }
 
 /// Locks a mutex, surviving a poisoned one (the maps stay usable).
@@ -109,6 +112,30 @@ impl Runtime {
             status,
         )
         .await;
+        if status.is_terminal() {
+            self.notify(session_id).await;
+        }
+    }
+
+    /// Sends the session's Slack notice as it is now stored (in the
+    /// background; fail-open).
+    pub(crate) async fn notify(&self, session_id: &str) {
+        let Some(notifier) = &self.notifier else {
+            return;
+        };
+        match self.store.get_session(session_id).await {
+            Ok(session) => notifier.send(Notice {
+                channel: self
+                    .config
+                    .chain(&session.chain_id)
+                    .and_then(|c| c.spec.slack_channel.clone()),
+                thread_key: None,
+                session,
+            }),
+            Err(e) => {
+                tracing::warn!(session_id, error = %e, "no Slack notice: the session is unreadable")
+            }
+        }
     }
 
     /// `stage.status` (started, completed, failed, timed_out, cancelled).

@@ -15,11 +15,13 @@ use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Resource, ResourceExt};
 use tarsy_chain::{PendingSession, admit};
+use tarsy_config::Config;
 use tarsy_crds::contract::{EXPIRED_ANNOTATION, owned_by};
 use tarsy_crds::{AgentExecution, Alert, AlertPhase};
+use tarsy_exec::notify::Notice;
 use tarsy_store::StoreError;
 
-use crate::alert::{AlertInputs, SummaryProgress, reconcile_alert, stop_value};
+use crate::alert::{AlertInputs, StoreOp, SummaryProgress, reconcile_alert, stop_value};
 use crate::context::{Context, key_of};
 use crate::error::Error;
 use crate::status_apply::apply_status;
@@ -130,6 +132,7 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
     for op in &out.store {
         perform(&ctx.store, ctx.publisher.as_ref(), op).await?;
     }
+    notify(ctx, &alert, &config, &out.store).await;
     if let Some(guard) = admission.as_mut()
         && out.status.phase == Some(AlertPhase::InProgress)
     {
@@ -185,6 +188,40 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         Some(d) => Action::requeue(d),
         None => Action::await_change(),
     })
+}
+
+/// Sends the Slack notice of a session that ended (or started, when
+/// wanted) in this reconcile: fail-open, in the background; threaded by the
+/// Alertmanager fingerprint when the Alert has one.
+async fn notify(ctx: &Context, alert: &Alert, config: &Config, ops: &[StoreOp]) {
+    let Some(notifier) = &ctx.notifier else {
+        return;
+    };
+    for op in ops {
+        let session_id = match op {
+            StoreOp::FinishSession { session_id, .. } => session_id,
+            StoreOp::StartSession { session_id } if notifier.notifies_start() => session_id,
+            _ => continue,
+        };
+        let session = match ctx.store.get_session(session_id).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(session_id, error = %e, "no Slack notice: the session is unreadable");
+                continue;
+            }
+        };
+        notifier.send(Notice {
+            channel: config
+                .chain(&session.chain_id)
+                .and_then(|c| c.spec.slack_channel.clone()),
+            thread_key: alert
+                .spec
+                .source
+                .as_ref()
+                .and_then(|s| s.fingerprint.clone()),
+            session,
+        });
+    }
 }
 
 /// Deletes an Alert whose TTL passed, marked so that its session stays

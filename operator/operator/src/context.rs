@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tarsy_exec::notify::SlackNotifier;
 
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
@@ -47,6 +48,8 @@ pub struct Context {
     /// Publishes session and stage lifecycle events (stored and NOTIFY-ed)
     /// for the API's WebSocket clients.
     pub(crate) publisher: Arc<dyn EventPublisher>,
+    /// Slack notifications, when configured.
+    pub(crate) notifier: Option<SlackNotifier>,
 }
 
 impl Context {

@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use tarsy_config::Defaults;
 use tarsy_crds::{Agent, AgentExecution, Alert, Chain, LLMProvider, MCPServer};
 use tarsy_events::StorePublisher;
+use tarsy_exec::notify::{SlackNotifier, SlackSettings};
 use tarsy_exec::retention::{self, Retention};
 use tarsy_exec::{LlmRouter, Summarizer};
 use tarsy_store::Store;
@@ -87,6 +88,8 @@ pub struct Settings {
     /// Retention sweeps of the store and their interval, run by the leader
     /// (`None`: none).
     pub retention: Option<(Retention, Duration)>,
+    /// Slack notifications of sessions that end (`None`: none).
+    pub slack: Option<SlackSettings>,
 }
 
 pub(crate) fn api_for<K>(client: &Client, ns: Option<&str>) -> Api<K>
@@ -189,6 +192,10 @@ pub async fn run(client: Client, store: Store, mut settings: Settings) -> Result
             store_for_summary.clone(),
         )),
         publisher: Arc::new(StorePublisher::new(store_for_summary.clone(), None)),
+        notifier: settings
+            .slack
+            .clone()
+            .map(|s| SlackNotifier::new(s, store_for_summary.clone())),
         settings: settings.clone(),
     });
 

@@ -248,6 +248,7 @@ fn settings(metrics_port: u16, leader: Option<LeaderElection>, script_dir: &Path
         summary_timeout: Duration::from_secs(30),
         alert_ttl: None,
         retention: None,
+        slack: None,
     }
 }
 

@@ -22,6 +22,7 @@ mod error;
 mod events;
 mod interactions;
 mod model;
+mod notifications;
 mod recorder;
 mod sessions;
 mod stages;

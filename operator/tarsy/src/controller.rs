@@ -94,6 +94,9 @@ pub struct ControllerArgs {
     /// How long sessions and live events are kept.
     #[command(flatten)]
     retention: crate::retention::RetentionArgs,
+    /// Slack notifications.
+    #[command(flatten)]
+    notify: crate::notify::NotifyArgs,
 }
 
 /// Runs the operator until it fails or loses leadership.
@@ -140,6 +143,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         summary_timeout: Duration::from_secs(args.summary_timeout_seconds),
         alert_ttl: crate::retention::optional("--alert-ttl", &args.alert_ttl)?,
         retention: Some(args.retention.retention()?),
+        slack: args.notify.slack()?,
     };
 
     let store = tarsy_store::Store::connect(&args.database_url)

@@ -11,6 +11,7 @@ mod dashboard;
 mod eval;
 mod investigate;
 mod mcp_bridge;
+mod notify;
 mod process;
 mod replay;
 mod retention;

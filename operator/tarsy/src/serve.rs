@@ -44,6 +44,9 @@ pub struct ServeArgs {
     /// How long sessions and live events are kept.
     #[command(flatten)]
     pub retention: crate::retention::RetentionArgs,
+    /// Slack notifications.
+    #[command(flatten)]
+    pub notify: crate::notify::NotifyArgs,
 }
 
 /// `$XDG_DATA_HOME/tarsy`, else `$HOME/.local/share/tarsy`, else `.tarsy`.
@@ -104,6 +107,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     options.settings.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     options.retention = Some(args.retention.retention()?);
+    options.slack = args.notify.slack()?;
     let app = LocalApp::start(options)
         .await
         .context("starting local mode")?;

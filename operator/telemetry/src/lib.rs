@@ -97,6 +97,12 @@ struct ProviderLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NotificationLabels {
+    channel: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: &'static str,
 }
@@ -159,6 +165,7 @@ pub struct Telemetry {
     session_duration: Family<StatusLabels, Histogram, fn() -> Histogram>,
     stage_duration: Family<StatusLabels, Histogram, fn() -> Histogram>,
     webhook_alerts: Family<OutcomeLabels, Counter>,
+    notifications: Family<NotificationLabels, Counter>,
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -288,8 +295,15 @@ impl Telemetry {
             "Alertmanager alerts received by the bridge, by outcome",
             webhook_alerts.clone(),
         );
+        let notifications = Family::default();
+        registry.register(
+            "tarsy_notifications",
+            "Notifications by channel (slack) and outcome (sent, failed)",
+            notifications.clone(),
+        );
         Self {
             registry,
+            notifications,
             llm_duration,
             llm_tokens,
             llm_fallbacks,
@@ -429,6 +443,14 @@ impl Telemetry {
     pub fn webhook_alert(&self, outcome: &'static str) {
         self.webhook_alerts
             .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// Records a notification: `channel` (`slack`), `outcome` (`sent`,
+    /// `failed`).
+    pub fn notification(&self, channel: &'static str, outcome: &'static str) {
+        self.notifications
+            .get_or_create(&NotificationLabels { channel, outcome })
             .inc();
     }
 
