@@ -6,7 +6,7 @@
 //! never double count; reconcile and error counters and the execution
 //! duration histogram count what this process saw.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,6 +26,35 @@ use tarsy_crds::{AgentExecution, Alert, AlertPhase};
 
 type Labels = Vec<(String, String)>;
 
+/// Most finished executions remembered (so that each is observed once);
+/// the oldest are forgotten first. An execution is reconciled again long
+/// after it finished only when its AgentExecution changes, which a
+/// finished one no longer does.
+const MAX_SEEN_FINISHED: usize = 10_000;
+
+/// The finished executions already observed, bounded.
+#[derive(Default)]
+struct SeenFinished {
+    set: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+impl SeenFinished {
+    /// True the first time `uid` is inserted.
+    fn insert(&mut self, uid: &str) -> bool {
+        if !self.set.insert(uid.to_string()) {
+            return false;
+        }
+        self.order.push_back(uid.to_string());
+        while self.order.len() > MAX_SEEN_FINISHED {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        true
+    }
+}
+
 /// The operator's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -34,7 +63,7 @@ pub struct Metrics {
     sessions: Family<Labels, Gauge>,
     tokens: Family<Labels, Gauge>,
     execution_seconds: Histogram,
-    seen_finished: Mutex<HashSet<String>>,
+    seen_finished: Mutex<SeenFinished>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -96,7 +125,7 @@ impl Metrics {
             sessions,
             tokens,
             execution_seconds,
-            seen_finished: Mutex::new(HashSet::new()),
+            seen_finished: Mutex::new(SeenFinished::default()),
         }
     }
 
@@ -131,7 +160,7 @@ impl Metrics {
         let Ok(mut seen) = self.seen_finished.lock() else {
             return;
         };
-        if seen.insert(uid) {
+        if seen.insert(&uid) {
             let secs = (end.0.as_millisecond() - start.0.as_millisecond()) as f64 / 1000.0;
             self.execution_seconds.observe(secs.max(0.0));
         }
@@ -221,4 +250,24 @@ async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
 pub async fn serve(addr: SocketAddr, state: HttpState) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, router(state)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finished_executions_are_observed_once_and_memory_stays_bounded() {
+        let mut seen = SeenFinished::default();
+        assert!(seen.insert("a"));
+        assert!(!seen.insert("a"), "observed twice");
+        for i in 0..(MAX_SEEN_FINISHED * 3) {
+            seen.insert(&format!("uid-{i}"));
+        }
+        assert_eq!(seen.set.len(), MAX_SEEN_FINISHED);
+        assert_eq!(seen.order.len(), MAX_SEEN_FINISHED);
+        // The newest are still known; the oldest were forgotten.
+        assert!(!seen.insert(&format!("uid-{}", MAX_SEEN_FINISHED * 3 - 1)));
+        assert!(seen.insert("a"));
+    }
 }

@@ -16,7 +16,7 @@ use kube::runtime::controller;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store as Reader};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tarsy_config::Defaults;
 use tarsy_crds::{Agent, AgentExecution, Alert, Chain, LLMProvider, MCPServer};
@@ -114,6 +114,9 @@ where
     let (reader, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
+        // Nothing reads managedFields; it is often the larger part of an
+        // object.
+        .modify(|o| o.managed_fields_mut().clear())
         .reflect(writer)
         .applied_objects()
         .for_each(|r| {
