@@ -268,6 +268,11 @@ pub struct McpServerOutcome {
     pub error: Option<String>,
     /// When the connection was attempted.
     pub checked_at: Time,
+    /// The tools it listed (at most 256 names): submissions naming others
+    /// are refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub tools: Vec<String>,
 }
 
 /// Token usage of an execution.

@@ -341,6 +341,11 @@ pub struct HealthStatus {
     /// Number of tools listed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_count: Option<u32>,
+    /// The tools listed (at most 256 names): the cluster API refuses alerts
+    /// whose MCP selection names others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub tools: Vec<String>,
     /// Error of a failed check, clipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]

@@ -20,6 +20,7 @@
 
 mod chat;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -37,7 +38,7 @@ use tarsy_crds::{
     Agent, AgentExecution, Alert, AlertPhase, AlertSource, AlertSpec, Chain, ExecutionKind,
     LLMProvider, MCPServer, McpSelectionSpec,
 };
-use tarsy_exec::admission::{NoToolCatalog, alert_masker, check_alert, new_session};
+use tarsy_exec::admission::{alert_masker, check_alert, new_session};
 use tarsy_store::{Store, StoreError};
 
 /// Prefix of the names of Alerts submitted through the API.
@@ -113,6 +114,21 @@ impl KubeSessionControl {
     /// The namespace's configuration, built as the operator builds it.
     async fn config(&self) -> Result<Config, kube::Error> {
         namespace_config(&self.client, &self.namespace, &self.defaults).await
+    }
+
+    /// The tools each MCPServer of the namespace last listed (runners
+    /// report them; the operator keeps them in `status.lastHealth`). A
+    /// server never used yet, or a built-in one, is absent: not checked.
+    async fn offered_tools(&self) -> Result<BTreeMap<String, Vec<String>>, kube::Error> {
+        let servers = self.api::<MCPServer>().list(&ListParams::default()).await?;
+        Ok(servers
+            .items
+            .into_iter()
+            .filter_map(|s| {
+                let tools = s.status?.last_health?.tools;
+                Some((s.metadata.name?, tools))
+            })
+            .collect())
     }
 
     /// The Alert whose UID is `session_id`. Selectors cannot match UIDs, so
@@ -233,9 +249,14 @@ impl SessionControl for KubeSessionControl {
             .config()
             .await
             .map_err(|e| submit_kube("reading the configuration", e))?;
-        // The tools of cluster MCP servers are not known here: a selection
-        // naming a tool a server lacks shows on the execution's timeline.
-        let chain = check_alert(&config, &alert, &NoToolCatalog)?;
+        let tools = match &alert.mcp_selection {
+            Some(_) => self
+                .offered_tools()
+                .await
+                .map_err(|e| submit_kube("reading the MCP servers", e))?,
+            None => BTreeMap::new(),
+        };
+        let chain = check_alert(&config, &alert, &tools)?;
         let object = Alert {
             metadata: ObjectMeta {
                 generate_name: Some(ALERT_NAME_PREFIX.to_string()),

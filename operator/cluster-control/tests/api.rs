@@ -300,6 +300,25 @@ async fn submitted_alert_is_an_alert_resource_and_a_readable_session() {
 #[tokio::test]
 async fn refused_alerts_say_why_and_create_nothing() {
     let env = env().await;
+    // An MCP server whose tools a runner reported (the operator keeps them
+    // in its lastHealth).
+    create::<tarsy_crds::MCPServer>(
+        &env.client,
+        json!({"apiVersion": "tarsy.dev/v1alpha1", "kind": "MCPServer",
+               "metadata": {"name": "prometheus"},
+               "spec": {"url": "http://prometheus-mcp:8080/mcp"}}),
+    )
+    .await;
+    Api::<tarsy_crds::MCPServer>::namespaced(env.client.clone(), NS)
+        .patch_status(
+            "prometheus",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"lastHealth": {
+                "healthy": true, "checkedAt": "2026-11-26T10:00:00Z",
+                "toolCount": 2, "tools": ["query", "query_range"]}}})),
+        )
+        .await
+        .unwrap();
     let cases = [
         (
             json!({"alert_type": "NoSuchType", "data": "x"}),
@@ -314,6 +333,11 @@ async fn refused_alerts_say_why_and_create_nothing() {
                    "mcp_selection": {"servers": [{"name": "ghost-server"}]}}),
             "ghost-server",
         ),
+        (
+            json!({"alert_type": "PodCrashLooping", "data": "x",
+                   "mcp_selection": {"servers": [{"name": "prometheus", "tools": ["query_rang"]}]}}),
+            r#"MCP server "prometheus" has no tool "query_rang" (it offers: query, query_range)"#,
+        ),
     ];
     for (body, named) in cases {
         let (status, out) = env.post("/api/v1/alerts", body.clone()).await;
@@ -326,6 +350,15 @@ async fn refused_alerts_say_why_and_create_nothing() {
     }
     let alerts = env.alerts().list(&ListParams::default()).await.unwrap();
     assert!(alerts.items.is_empty(), "{:?}", alerts.items);
+    // A tool the server offers is accepted.
+    let (status, out) = env
+        .post(
+            "/api/v1/alerts",
+            json!({"alert_type": "PodCrashLooping", "data": "x",
+                   "mcp_selection": {"servers": [{"name": "prometheus", "tools": ["query_range"]}]}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{out}");
     env.shutdown().await;
 }
 

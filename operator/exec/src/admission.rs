@@ -28,6 +28,14 @@ impl ToolCatalog for NoToolCatalog {
     }
 }
 
+/// Tool names by server (cluster mode: as MCPServers' `lastHealth` lists
+/// them).
+impl ToolCatalog for std::collections::BTreeMap<String, Vec<String>> {
+    fn tool_names(&self, server: &str) -> Option<Vec<String>> {
+        self.get(server).filter(|t| !t.is_empty()).cloned()
+    }
+}
+
 impl ToolCatalog for tarsy_mcp::HealthMonitor {
     fn tool_names(&self, server: &str) -> Option<Vec<String>> {
         tarsy_mcp::HealthMonitor::tool_names(self, server)

@@ -110,9 +110,10 @@ pub struct Launched {
     pub mcp_init: Duration,
 }
 
-/// Told when the MCP sessions are open (the runner reports the servers'
-/// health in its status before the engine starts).
-pub type ToolsReady = Box<dyn FnOnce(&[FailedServer]) + Send>;
+/// Told when the MCP sessions are open, with the servers that failed and
+/// the tools each other server offers (the runner reports them in its
+/// status before the engine starts).
+pub type ToolsReady = Box<dyn FnOnce(&[FailedServer], &BTreeMap<String, Vec<String>>) + Send>;
 
 /// What every execution of a process shares.
 #[derive(Clone)]
@@ -185,7 +186,11 @@ impl Launcher {
             tracing::warn!(session_id = %a.scope.session_id, server = %f.server, error = %f.error, "MCP server unavailable for this execution");
         }
         if let Some(on_tools) = on_tools {
-            on_tools(&failed);
+            let offered = match &mcp_tools {
+                Some(t) => t.server_tools().await,
+                None => BTreeMap::new(),
+            };
+            on_tools(&failed, &offered);
         }
 
         let scope = a.scope;

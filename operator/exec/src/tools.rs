@@ -17,6 +17,22 @@ impl McpTools {
         Self { inner }
     }
 
+    /// The tool names each usable server offers (unfiltered: what a
+    /// selection may name), from the listing the execution uses anyway.
+    pub async fn server_tools(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        let mut out = std::collections::BTreeMap::new();
+        let failed = self.inner.failed_servers();
+        for server in self.inner.servers() {
+            if failed.contains_key(&server) {
+                continue;
+            }
+            if let Ok(tools) = self.inner.client().list_tools(&server).await {
+                out.insert(server, tools.iter().map(|t| t.name.to_string()).collect());
+            }
+        }
+        out
+    }
+
     /// Servers that could not be started or listed, for the prompt.
     pub fn failed_servers(&self) -> Vec<FailedServer> {
         self.inner

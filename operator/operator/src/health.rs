@@ -31,7 +31,9 @@ pub fn health_updates(
                 HealthStatus {
                     healthy: o.healthy,
                     checked_at: Some(o.checked_at.clone()),
-                    tool_count: None,
+                    tool_count: (!o.tools.is_empty())
+                        .then(|| u32::try_from(o.tools.len()).unwrap_or(u32::MAX)),
+                    tools: o.tools.clone(),
                     message: o.error.clone(),
                 },
             );
@@ -51,6 +53,7 @@ mod tests {
 
     fn outcome(name: &str, healthy: bool, secs: i64) -> McpServerOutcome {
         McpServerOutcome {
+            tools: Vec::new(),
             name: name.into(),
             healthy,
             error: (!healthy).then(|| "connection refused".into()),
@@ -66,8 +69,10 @@ mod tests {
             ("current".to_string(), Some(at(10))),
             ("ahead".to_string(), Some(at(20))),
         ]);
+        let mut with_tools = outcome("fresh", true, 5);
+        with_tools.tools = vec!["query".into(), "query_range".into()];
         let outcomes = [
-            outcome("fresh", true, 5),
+            with_tools,
             outcome("stale", false, 15),
             outcome("current", true, 10),
             outcome("ahead", false, 15),
@@ -82,6 +87,9 @@ mod tests {
         assert!(u["fresh"].healthy);
         assert_eq!(u["fresh"].checked_at, Some(at(5)));
         assert_eq!(u["fresh"].message, None);
+        // The tools a runner listed are kept for the cluster API's checks.
+        assert_eq!(u["fresh"].tools, ["query", "query_range"]);
+        assert_eq!(u["fresh"].tool_count, Some(2));
         assert!(!u["stale"].healthy);
         assert_eq!(u["stale"].message.as_deref(), Some("connection refused"));
         assert_eq!(u["stale"].checked_at, Some(at(15)));

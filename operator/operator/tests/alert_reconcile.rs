@@ -504,6 +504,7 @@ fn an_execution_without_some_mcp_servers_marks_the_alert_degraded() {
         healthy,
         error: (!healthy).then(|| "spawn failed: no such file".to_string()),
         checked_at: Time(w.now),
+        tools: Vec::new(),
     };
     let report = vec![
         outcome("kubernetes-server", false),

@@ -258,12 +258,15 @@ pub async fn run(
             );
             let progress_for_tools = progress.clone();
             let mcp_servers = ae.spec.resolved.mcp_servers.clone();
-            let on_tools = Box::new(move |failed: &[tarsy_engine::prompt::FailedServer]| {
-                let outcomes = summary::mcp_outcomes(&mcp_servers, failed, &now());
-                if !outcomes.is_empty() {
-                    progress_for_tools.set_mcp(outcomes);
-                }
-            });
+            let on_tools = Box::new(
+                move |failed: &[tarsy_engine::prompt::FailedServer],
+                      offered: &std::collections::BTreeMap<String, Vec<String>>| {
+                    let outcomes = summary::mcp_outcomes(&mcp_servers, failed, offered, &now());
+                    if !outcomes.is_empty() {
+                        progress_for_tools.set_mcp(outcomes);
+                    }
+                },
+            );
             launcher.run(assignment, Some(on_tools)).await
         }
         Err(e) => tarsy_exec::Launched {

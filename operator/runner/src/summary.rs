@@ -16,6 +16,8 @@ use crate::error::RunnerError;
 
 /// Longest `type` / `status` of a snippet the CRD schema accepts.
 const MAX_LABEL_CHARS: usize = 63;
+/// Most tool names an MCP server outcome lists (the CRD's bound).
+const MAX_OUTCOME_TOOLS: usize = 256;
 
 /// The phase recorded for an execution status.
 pub fn phase_of(status: ExecutionStatus) -> ExecutionPhase {
@@ -119,6 +121,7 @@ pub fn terminal_status(
 pub fn mcp_outcomes(
     servers: &[String],
     failed: &[FailedServer],
+    offered: &std::collections::BTreeMap<String, Vec<String>>,
     checked_at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
 ) -> Vec<McpServerOutcome> {
     let mut seen = std::collections::BTreeSet::new();
@@ -139,6 +142,15 @@ pub fn mcp_outcomes(
                 healthy: error.is_none(),
                 error,
                 checked_at: checked_at.clone(),
+                tools: offered
+                    .get(name)
+                    .map(|t| {
+                        t.iter()
+                            .take(MAX_OUTCOME_TOOLS)
+                            .map(|n| clip(n, 128))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             }
         })
         .collect()
@@ -318,8 +330,19 @@ mod tests {
             server: "gh".into(),
             error: "e".repeat(5000),
         }];
-        let o = mcp_outcomes(&servers, &failed, &at);
+        let offered = BTreeMap::from([(
+            "k8s".to_string(),
+            (0..300).map(|i| format!("tool_{i}")).collect::<Vec<_>>(),
+        )]);
+        let o = mcp_outcomes(&servers, &failed, &offered, &at);
         assert_eq!(o.len(), 2, "duplicates are listed once: {o:?}");
+        assert_eq!(
+            o[0].tools.len(),
+            MAX_OUTCOME_TOOLS,
+            "tool lists stay bounded"
+        );
+        assert_eq!(o[0].tools[0], "tool_0");
+        assert!(o[1].tools.is_empty());
         assert_eq!((o[0].name.as_str(), o[0].healthy), ("k8s", true));
         assert_eq!(o[0].error, None);
         assert_eq!((o[1].name.as_str(), o[1].healthy), ("gh", false));
@@ -328,9 +351,9 @@ mod tests {
         assert_eq!(o[1].checked_at, at);
 
         let many: Vec<String> = (0..50).map(|i| format!("s{i}")).collect();
-        let o = mcp_outcomes(&many, &[], &at);
+        let o = mcp_outcomes(&many, &[], &BTreeMap::new(), &at);
         assert_eq!(o.len(), MAX_MCP_OUTCOMES);
         assert!(o.iter().all(|x| x.healthy));
-        assert!(mcp_outcomes(&[], &failed, &at).is_empty());
+        assert!(mcp_outcomes(&[], &failed, &BTreeMap::new(), &at).is_empty());
     }
 }
