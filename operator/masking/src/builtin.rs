@@ -251,6 +251,10 @@ pub static GROUPS: &[(&str, &[&str])] = &[
     (
         "security",
         &[
+            // Alert data and chat questions (masked with this group by
+            // default) may hold a pasted `kubectl get secret -o yaml`, whose
+            // base64 values no regex recognises.
+            KUBERNETES_SECRET,
             "api_key",
             "password",
             "token",

@@ -28,6 +28,48 @@ pub const MASKED_SECRET_DATA: &str = "[MASKED_SECRET_DATA]";
 /// How deep manifests embedded in string values are followed.
 const MAX_EMBED_DEPTH: usize = 4;
 
+/// How the parsers see a marker of earlier masking (`[MASKED_X]`): an
+/// opening `[` starts a YAML flow sequence, so a marker standing for a
+/// plain scalar (`key: [MASKED_X]-rest`) could make a document that parsed
+/// before masking fail to parse after it, and masking the masked text again
+/// take another path. Private-use characters keep it a plain scalar; the
+/// brackets are put back in the output.
+const NEUTRAL_OPEN: char = '\u{E000}';
+const NEUTRAL_CLOSE: char = '\u{E001}';
+
+/// Whether a value is this masker's marker (as written, or as parsed).
+fn is_masked(value: &str) -> bool {
+    value == MASKED_SECRET_DATA
+        || value
+            .strip_prefix(NEUTRAL_OPEN)
+            .and_then(|v| v.strip_suffix(NEUTRAL_CLOSE))
+            .is_some_and(|v| v == &MASKED_SECRET_DATA[1..MASKED_SECRET_DATA.len() - 1])
+}
+
+/// Shortest masked value [`KubernetesSecretMasker::mask_in_place`] replaces
+/// where it stands: a shorter one could be any word of the text.
+const MIN_IN_PLACE_CHARS: usize = 4;
+
+/// What a structural pass masked.
+#[derive(Debug, Default)]
+struct Found {
+    /// String values replaced by the marker.
+    values: Vec<String>,
+    /// Something was masked that cannot be found again in the text: a value
+    /// that is not a string, or a manifest inside a string value that only
+    /// the line-based fallback could mask.
+    opaque: bool,
+}
+
+impl Found {
+    fn note(&mut self, value: &Value) {
+        match value.as_str() {
+            Some(s) => self.values.push(s.to_owned()),
+            None => self.opaque = true,
+        }
+    }
+}
+
 /// A structural masking failure. The service treats it as fail-closed for
 /// tool results (the whole result is withheld).
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +88,7 @@ pub enum SecretMaskError {
 /// Masks Kubernetes Secret data structurally; see the module documentation.
 #[derive(Debug)]
 pub struct KubernetesSecretMasker {
+    marker: Regex,
     json_data_open: Regex,
     json_pair: Regex,
     json_escaped_pair: Regex,
@@ -56,6 +99,7 @@ impl KubernetesSecretMasker {
     /// Builds the masker (compiles its fallback expressions).
     pub fn new() -> Result<Self, regex::Error> {
         Ok(Self {
+            marker: Regex::new(r"\[(MASKED_[A-Z0-9_]+)\]")?,
             // `"data": {` or, inside an escaped JSON string, `\"data\":{`.
             json_data_open: Regex::new(r#"\\?"(?:data|stringData)\\?"\s*:\s*\{"#)?,
             // `"key": "value"` (value may be cut off by truncation).
@@ -78,15 +122,51 @@ impl KubernetesSecretMasker {
     /// Masks every Secret in `data`. Returns the input unchanged (borrowed)
     /// when there is nothing to mask.
     pub fn mask<'a>(&self, data: &'a str) -> Result<Cow<'a, str>, SecretMaskError> {
-        Ok(match self.mask_text(data, 0)? {
+        Ok(match self.mask_text(data, 0, &mut Found::default())? {
             Some(masked) => Cow::Owned(masked),
             None => Cow::Borrowed(data),
         })
     }
 
+    /// [`Self::mask`] for text people wrote (alert data, chat questions):
+    /// each masked value is replaced where it stands instead of the
+    /// document being written out again, so the prose around a pasted
+    /// manifest, its comments and its quoting stay as typed. When a masked
+    /// value cannot be found verbatim (a block scalar, an escape, a value
+    /// that is not a string or is shorter than 4 characters), the output is
+    /// [`Self::mask`]'s. Occurrences of a masked value elsewhere in the text
+    /// are masked too.
+    pub fn mask_in_place<'a>(&self, data: &'a str) -> Result<Cow<'a, str>, SecretMaskError> {
+        let mut found = Found::default();
+        let Some(rewritten) = self.mask_text(data, 0, &mut found)? else {
+            return Ok(Cow::Borrowed(data));
+        };
+        // No values noted: the line-based fallback did it, in place already.
+        if found.opaque || found.values.is_empty() {
+            return Ok(Cow::Owned(rewritten));
+        }
+        Ok(Cow::Owned(
+            replace_in_place(data, &found.values).unwrap_or(rewritten),
+        ))
+    }
+
     /// `Ok(None)` means unchanged. A trailing newline survives re-serialisation.
-    fn mask_text(&self, data: &str, depth: usize) -> Result<Option<String>, SecretMaskError> {
-        let masked = self.mask_text_inner(data, depth)?;
+    fn mask_text(
+        &self,
+        data: &str,
+        depth: usize,
+        found: &mut Found,
+    ) -> Result<Option<String>, SecretMaskError> {
+        if !data.contains([NEUTRAL_OPEN, NEUTRAL_CLOSE]) && self.marker.is_match(data) {
+            // Text masked before: decide on it as on the text before masking.
+            let neutral = self.marker.replace_all(
+                data,
+                format!("{NEUTRAL_OPEN}${{1}}{NEUTRAL_CLOSE}").as_str(),
+            );
+            let masked = self.mask_text(&neutral, depth, found)?;
+            return Ok(masked.map(|out| out.replace(NEUTRAL_OPEN, "[").replace(NEUTRAL_CLOSE, "]")));
+        }
+        let masked = self.mask_text_inner(data, depth, found)?;
         Ok(masked.map(|mut out| {
             if data.ends_with('\n') && !out.ends_with('\n') {
                 out.push('\n');
@@ -95,7 +175,12 @@ impl KubernetesSecretMasker {
         }))
     }
 
-    fn mask_text_inner(&self, data: &str, depth: usize) -> Result<Option<String>, SecretMaskError> {
+    fn mask_text_inner(
+        &self,
+        data: &str,
+        depth: usize,
+        found: &mut Found,
+    ) -> Result<Option<String>, SecretMaskError> {
         if !self.applies_to(data) {
             return Ok(None);
         }
@@ -110,7 +195,7 @@ impl KubernetesSecretMasker {
                     .and_then(|v| serde_yaml::to_value(v).ok())
             });
             if let Some(mut value) = parsed.filter(is_structured) {
-                if !self.mask_value(&mut value, depth)? {
+                if !self.mask_value(&mut value, depth, found)? {
                     return Ok(None);
                 }
                 let out = if pretty {
@@ -128,7 +213,7 @@ impl KubernetesSecretMasker {
         if let Some(mut docs) = parse_yaml_documents(data) {
             let mut changed = false;
             for doc in &mut docs {
-                changed |= self.mask_value(doc, depth)?;
+                changed |= self.mask_value(doc, depth, found)?;
             }
             if !changed {
                 return Ok(None);
@@ -146,11 +231,20 @@ impl KubernetesSecretMasker {
             }
             return Ok(Some(out));
         }
-        Ok(self.mask_unparsed(data))
+        let masked = self.mask_unparsed(data);
+        if depth > 0 && masked.is_some() {
+            found.opaque = true;
+        }
+        Ok(masked)
     }
 
     /// Masks Secrets inside a parsed value; returns whether anything changed.
-    fn mask_value(&self, value: &mut Value, depth: usize) -> Result<bool, SecretMaskError> {
+    fn mask_value(
+        &self,
+        value: &mut Value,
+        depth: usize,
+        found: &mut Found,
+    ) -> Result<bool, SecretMaskError> {
         let mut changed = false;
         match value {
             Value::Mapping(map) => {
@@ -163,34 +257,34 @@ impl KubernetesSecretMasker {
                 let kindless_manifest =
                     kind.is_none() && map.get("apiVersion").is_some_and(Value::is_string);
                 if kind == Some("Secret") || kindless_manifest {
-                    changed |= mask_secret_fields(map);
+                    changed |= mask_secret_fields(map, found);
                 }
                 if kind == Some("SecretList") {
                     // Items of a SecretList from the API server carry no kind.
                     if let Some(Value::Sequence(items)) = map.get_mut("items") {
                         for item in items {
                             if let Value::Mapping(item) = item {
-                                changed |= mask_secret_fields(item);
+                                changed |= mask_secret_fields(item, found);
                             }
                         }
                     }
                 }
                 for (_, v) in map.iter_mut() {
-                    changed |= self.mask_value(v, depth)?;
+                    changed |= self.mask_value(v, depth, found)?;
                 }
             }
             Value::Sequence(items) => {
                 for v in items {
-                    changed |= self.mask_value(v, depth)?;
+                    changed |= self.mask_value(v, depth, found)?;
                 }
             }
-            Value::Tagged(tagged) => changed |= self.mask_value(&mut tagged.value, depth)?,
+            Value::Tagged(tagged) => changed |= self.mask_value(&mut tagged.value, depth, found)?,
             Value::String(s) => {
                 // Manifests embedded as text: last-applied-configuration,
                 // MCP wrappers that return a document as a string field.
                 if depth < MAX_EMBED_DEPTH
                     && (s.contains('\n') || s.trim_start().starts_with('{'))
-                    && let Some(masked) = self.mask_text(s, depth + 1)?
+                    && let Some(masked) = self.mask_text(s, depth + 1, found)?
                 {
                     *s = masked;
                     changed = true;
@@ -278,24 +372,25 @@ fn parse_yaml_documents(data: &str) -> Option<Vec<Value>> {
 }
 
 /// Masks the `data` and `stringData` fields of a Secret mapping.
-fn mask_secret_fields(map: &mut serde_yaml::Mapping) -> bool {
+fn mask_secret_fields(map: &mut serde_yaml::Mapping, found: &mut Found) -> bool {
     let mut changed = false;
     for field in ["data", "stringData"] {
         if let Some(v) = map.get_mut(field) {
-            changed |= mask_secret_field(v);
+            changed |= mask_secret_field(v, found);
         }
     }
     changed
 }
 
 /// Replaces each value of a Secret's `data` / `stringData` field.
-fn mask_secret_field(field: &mut Value) -> bool {
+fn mask_secret_field(field: &mut Value, found: &mut Found) -> bool {
     match field {
         Value::Null => false,
         Value::Mapping(map) => {
             let mut changed = false;
             for (_, v) in map.iter_mut() {
-                if v.as_str() != Some(MASKED_SECRET_DATA) && !v.is_null() {
+                if !v.as_str().is_some_and(is_masked) && !v.is_null() {
+                    found.note(v);
                     *v = Value::String(MASKED_SECRET_DATA.to_owned());
                     changed = true;
                 }
@@ -304,13 +399,55 @@ fn mask_secret_field(field: &mut Value) -> bool {
         }
         other => {
             // Not the documented shape; mask the whole field rather than guess.
-            if other.as_str() == Some(MASKED_SECRET_DATA) {
+            if other.as_str().is_some_and(is_masked) {
                 return false;
             }
+            found.note(other);
             *other = Value::String(MASKED_SECRET_DATA.to_owned());
             true
         }
     }
+}
+
+/// `data` with every occurrence of `values` replaced by the marker (quoted
+/// unless a quote already opens it, as a YAML plain scalar needs);
+/// overlapping occurrences are masked as one. `None` when a value is too
+/// short to be replaced safely, is not in `data` as written, or survives.
+fn replace_in_place(data: &str, values: &[String]) -> Option<String> {
+    let mut values: Vec<&str> = values.iter().map(String::as_str).collect();
+    values.sort_unstable();
+    values.dedup();
+    if values
+        .iter()
+        .any(|v| v.chars().count() < MIN_IN_PLACE_CHARS || !data.contains(v))
+    {
+        return None;
+    }
+    let mut ranges: Vec<(usize, usize)> = values
+        .iter()
+        .flat_map(|v| data.match_indices(v).map(|(at, m)| (at, at + m.len())))
+        .collect();
+    ranges.sort_unstable();
+    let mut out = String::with_capacity(data.len());
+    let mut copied = 0;
+    for (start, end) in ranges {
+        if start < copied {
+            // Overlaps the occurrence just masked: mask the union.
+            copied = copied.max(end);
+            continue;
+        }
+        out.push_str(&data[copied..start]);
+        if data[..start].ends_with(['"', '\'']) {
+            out.push_str(MASKED_SECRET_DATA);
+        } else {
+            out.push('\'');
+            out.push_str(MASKED_SECRET_DATA);
+            out.push('\'');
+        }
+        copied = end;
+    }
+    out.push_str(&data[copied..]);
+    values.iter().all(|v| !out.contains(v)).then_some(out)
 }
 
 /// One line of YAML-looking text, as far as the fallback needs to know.
@@ -442,9 +579,12 @@ fn mask_yaml_lines(data: &str) -> Option<String> {
                 continue;
             }
             if !l.value.is_empty() && !l.value.starts_with('|') && !l.value.starts_with('>') {
-                // Inline value (flow mapping or scalar): mask it whole.
-                actions[i] = Action::MaskValue;
-                changed = true;
+                // Inline value (flow mapping or scalar): mask it whole,
+                // unless it is the marker already.
+                if !is_masked(unquote(l.value)) {
+                    actions[i] = Action::MaskValue;
+                    changed = true;
+                }
                 continue;
             }
             if !l.value.is_empty() {
@@ -463,7 +603,11 @@ fn mask_yaml_lines(data: &str) -> Option<String> {
                     continue;
                 }
                 let d = *child_col.get_or_insert(child.col);
-                actions[k] = if child.col == d && child.key.is_some() && l.value.is_empty() {
+                let entry = child.col == d && child.key.is_some() && l.value.is_empty();
+                if entry && is_masked(unquote(child.value)) {
+                    continue; // masked already
+                }
+                actions[k] = if entry {
                     Action::MaskValue
                 } else {
                     Action::Drop
@@ -630,6 +774,54 @@ mod tests {
         assert!(!out.contains("c2VjcmV0MQ=="), "{out}");
         assert!(!out.contains("c2VjcmV0Mg"), "{out}");
         assert!(out.contains(r#""a":"[MASKED_SECRET_DATA]""#), "{out}");
+    }
+
+    #[test]
+    fn in_place_keeps_the_text_as_written() {
+        // Comments, quoting, indentation and the surrounding prose stay.
+        let input = "Here is it:\napiVersion: v1\nkind: Secret   # rotated\ndata:\n  a: \"c2VjcmV0LWE=\"\n  b: c2VjcmV0LWI=\n";
+        let out = masker().mask_in_place(input).unwrap();
+        assert_eq!(
+            out,
+            "Here is it:\napiVersion: v1\nkind: Secret   # rotated\ndata:\n  a: \"[MASKED_SECRET_DATA]\"\n  b: '[MASKED_SECRET_DATA]'\n"
+        );
+        // Masking again changes nothing.
+        assert!(matches!(
+            masker().mask_in_place(&out).unwrap(),
+            Cow::Borrowed(_)
+        ));
+        // Pretty JSON keeps its own layout.
+        let json = "{\n    \"kind\": \"Secret\",\n    \"data\": {\"k\": \"dmFsdWUtanNvbg==\"}\n}";
+        let out = masker().mask_in_place(json).unwrap();
+        assert_eq!(out, json.replace("dmFsdWUtanNvbg==", MASKED_SECRET_DATA));
+    }
+
+    #[test]
+    fn earlier_markers_do_not_change_the_decision() {
+        // Unmasked, this parses as YAML and holds no Secret; with a regex
+        // marker where `Aa=` was, it must not take the unparsed path (which
+        // masks any `data` object of text mentioning a Secret).
+        let before = "A\\\"data\\\":{\\\"kind\\\":\\\"Secret\\\"- : Aa=---\n";
+        let after = before.replace("Aa=", "[MASKED_BASE64_VALUE]");
+        assert!(matches!(masker().mask(before).unwrap(), Cow::Borrowed(_)));
+        assert!(matches!(masker().mask(&after).unwrap(), Cow::Borrowed(_)));
+        // A Secret masked earlier is left as it is, also by the line scanner.
+        let masked = "kind: Secret\ndata:\n  k: [MASKED_SECRET_DATA]\n\tbroken: [\n";
+        assert!(matches!(masker().mask(masked).unwrap(), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn in_place_falls_back_to_rewriting() {
+        // A block scalar is not verbatim in the text; a short value could be
+        // any word: the document is written out again, masked.
+        for input in [
+            "kind: Secret\ndata:\n  cert: |\n    line-one-secret\n    line-two-secret\n",
+            "kind: Secret\ndata:\n  pin: abc\nnote: abc is fine\n",
+        ] {
+            let out = masker().mask_in_place(input).unwrap();
+            assert_eq!(out, masker().mask(input).unwrap(), "{input}");
+            assert!(out.contains(MASKED_SECRET_DATA), "{out}");
+        }
     }
 
     #[test]

@@ -213,14 +213,21 @@ impl MaskingService {
 }
 
 impl Plan {
-    /// Code maskers first, then regex patterns in order. `lenient` skips a
-    /// failing code masker instead of failing.
+    /// Code maskers first, then regex patterns in order. `lenient` (alert
+    /// data and chat questions, which people write) skips a failing code
+    /// masker instead of failing, and masks Secrets in place so the text
+    /// around them stays as typed.
     fn apply(&self, content: &str, lenient: bool) -> Result<String, ApplyError> {
         let mut current: Option<String> = None;
         if let Some(k8s) = &self.kubernetes
             && k8s.applies_to(content)
         {
-            match k8s.mask(content) {
+            let masked = if lenient {
+                k8s.mask_in_place(content)
+            } else {
+                k8s.mask(content)
+            };
+            match masked {
                 Ok(std::borrow::Cow::Owned(masked)) => current = Some(masked),
                 Ok(std::borrow::Cow::Borrowed(_)) => {}
                 Err(err) if lenient => {

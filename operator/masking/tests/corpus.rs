@@ -191,3 +191,32 @@ fn alert_data_masks_credentials() {
         }
     }
 }
+
+/// A Secret pasted into alert data or a chat question (both masked with the
+/// default `security` group) loses its values, and the text around it stays
+/// exactly as typed (the masker does not write the document out again).
+#[test]
+fn alert_data_masks_pasted_secret_manifests() {
+    let svc = MaskingService::new([], AlertMaskingConfig::default()).unwrap();
+    let question = "We rotated it. Here is the new Secret:\napiVersion: v1\nkind: Secret\n\
+                    metadata:\n  name: payments-db\ndata:\n  rotated: Q2hhdFNlY3JldFZhbHVlLTc3MjE=\n\
+                    So is the connection refused error related to secretName: payments-db?";
+    let out = svc.mask_alert_data(question);
+    assert_eq!(
+        out,
+        question.replace("Q2hhdFNlY3JldFZhbHVlLTc3MjE=", "'[MASKED_SECRET_DATA]'")
+    );
+    assert!(out.contains("rotated: '[MASKED_SECRET_DATA]'"), "{out}");
+    assert!(
+        out.contains("We rotated it. Here is the new Secret:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("So is the connection refused error related to secretName: payments-db?"),
+        "{out}"
+    );
+
+    let json = r#"{"alert":"x","kind":"Secret","data":{"k":"dmFsdWUtaW4tYWxlcnQ="}}"#;
+    let out = svc.mask_alert_data(json);
+    assert!(!out.contains("dmFsdWUtaW4tYWxlcnQ="), "{out}");
+}
