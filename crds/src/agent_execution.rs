@@ -214,6 +214,10 @@ pub struct AgentExecutionStatus {
     /// Token usage so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<TokenUsageStatus>,
+    /// LLM and tool calls the runner made (the operator exports them: a
+    /// runner pod ends before anything could scrape it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<CallCountsStatus>,
     /// The last timeline events (at most 20, content clipped).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 20))]
@@ -291,6 +295,24 @@ pub struct TokenUsageStatus {
     /// Total tokens.
     #[serde(default)]
     pub total: u64,
+}
+
+/// LLM and tool calls of an execution.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CallCountsStatus {
+    /// LLM call attempts.
+    #[serde(default)]
+    pub llm: u64,
+    /// Of which failed.
+    #[serde(default)]
+    pub llm_errors: u64,
+    /// MCP tool calls.
+    #[serde(default)]
+    pub tools: u64,
+    /// Of which failed or timed out.
+    #[serde(default)]
+    pub tool_errors: u64,
 }
 
 /// One recent timeline event, clipped.

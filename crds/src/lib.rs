@@ -40,7 +40,7 @@ use kube::CustomResourceExt;
 
 pub use agent::{Agent, AgentSpec, AgentStatus};
 pub use agent_execution::{
-    AgentExecution, AgentExecutionSpec, AgentExecutionStatus, ChatRequestSpec,
+    AgentExecution, AgentExecutionSpec, AgentExecutionStatus, CallCountsStatus, ChatRequestSpec,
     MAX_MCP_OUTCOME_ERROR_CHARS, MAX_MCP_OUTCOMES, McpServerOutcome, ResolvedConfigSpec,
     STOP_ANNOTATION, STOP_CANCELLED, STOP_TIMED_OUT, StageRef, TimelineSnippet, TokenUsageStatus,
 };

@@ -62,6 +62,7 @@ pub struct Metrics {
     errors: Family<Labels, Counter>,
     sessions: Family<Labels, Gauge>,
     tokens: Family<Labels, Gauge>,
+    calls: Family<Labels, Gauge>,
     execution_seconds: Histogram,
     seen_finished: Mutex<SeenFinished>,
 }
@@ -95,6 +96,12 @@ impl Metrics {
         let reconciles = Family::<Labels, Counter>::default();
         let errors = Family::<Labels, Counter>::default();
         let sessions = Family::<Labels, Gauge>::default();
+        let calls = Family::<Labels, Gauge>::default();
+        registry.register(
+            "execution_calls",
+            "LLM and tool calls the runners of the AgentExecutions that exist made, by kind and outcome",
+            calls.clone(),
+        );
         let tokens = Family::<Labels, Gauge>::default();
         let execution_seconds = Histogram::new(exponential_buckets(1.0, 2.0, 14));
         registry.register(
@@ -124,6 +131,7 @@ impl Metrics {
             errors,
             sessions,
             tokens,
+            calls,
             execution_seconds,
             seen_finished: Mutex::new(SeenFinished::default()),
         }
@@ -195,6 +203,30 @@ impl Metrics {
         for (kind, v) in ["input", "output", "thinking", "total"].iter().zip(sums) {
             self.tokens
                 .get_or_create(&vec![("kind".into(), (*kind).into())])
+                .set(i64::try_from(v).unwrap_or(i64::MAX));
+        }
+        let mut calls = [0u64; 4];
+        for c in executions
+            .iter()
+            .filter_map(|ae| ae.status.as_ref().and_then(|s| s.calls.as_ref()))
+        {
+            calls[0] += c.llm.saturating_sub(c.llm_errors);
+            calls[1] += c.llm_errors;
+            calls[2] += c.tools.saturating_sub(c.tool_errors);
+            calls[3] += c.tool_errors;
+        }
+        let labels = [
+            ("llm", "ok"),
+            ("llm", "error"),
+            ("tool", "ok"),
+            ("tool", "error"),
+        ];
+        for ((kind, outcome), v) in labels.iter().zip(calls) {
+            self.calls
+                .get_or_create(&vec![
+                    ("kind".into(), (*kind).into()),
+                    ("outcome".into(), (*outcome).into()),
+                ])
                 .set(i64::try_from(v).unwrap_or(i64::MAX));
         }
     }

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use tarsy_core::{ExecutionStatus, TimelineEvent, TokenUsage};
 use tarsy_crds::{
-    AgentExecutionStatus, ExecutionPhase, MAX_MCP_OUTCOME_ERROR_CHARS, MAX_MCP_OUTCOMES,
-    MAX_RECENT_TIMELINE, MAX_SNIPPET_CHARS, MAX_STATUS_TEXT_CHARS, McpServerOutcome,
-    TimelineSnippet, TokenUsageStatus, clip,
+    AgentExecutionStatus, CallCountsStatus, ExecutionPhase, MAX_MCP_OUTCOME_ERROR_CHARS,
+    MAX_MCP_OUTCOMES, MAX_RECENT_TIMELINE, MAX_SNIPPET_CHARS, MAX_STATUS_TEXT_CHARS,
+    McpServerOutcome, TimelineSnippet, TokenUsageStatus, clip,
 };
 use tarsy_engine::prompt::FailedServer;
 
@@ -92,6 +92,16 @@ pub struct Outcome<'a> {
     pub error: Option<&'a str>,
 }
 
+/// The calls of this process: one runner pod runs one execution.
+fn calls_of(t: tarsy_telemetry::CallTotals) -> CallCountsStatus {
+    CallCountsStatus {
+        llm: t.llm_calls,
+        llm_errors: t.llm_errors,
+        tools: t.tool_calls,
+        tool_errors: t.tool_errors,
+    }
+}
+
 /// The terminal status for `outcome` (see [`Outcome`]).
 pub fn terminal_status(
     execution_id: &str,
@@ -103,6 +113,7 @@ pub fn terminal_status(
     let mut status = progress_status(execution_id, outcome.iterations, events, started_at);
     status.phase = Some(phase_of(outcome.status));
     status.tokens = Some(tokens_of(outcome.usage));
+    status.calls = Some(calls_of(tarsy_telemetry::global().call_totals()));
     status.final_analysis = outcome
         .final_analysis
         .filter(|a| !a.trim().is_empty())

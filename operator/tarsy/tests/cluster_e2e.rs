@@ -670,6 +670,9 @@ async fn applied_alert_runs_to_completed_through_real_runners() {
         );
         let tokens = st.tokens.clone().expect("token usage in status");
         assert!(tokens.input >= 100 && tokens.output >= 10, "{tokens:?}");
+        // The runner's own call counts, for the operator to export.
+        let calls = st.calls.clone().expect("call counts in status");
+        assert!(calls.llm >= 1 && calls.llm_errors == 0, "{calls:?}");
         assert!(
             st.recent_timeline
                 .iter()
@@ -720,6 +723,17 @@ async fn applied_alert_runs_to_completed_through_real_runners() {
         )
         .await;
     assert_eq!(health.message, None, "{health:?}");
+    // The tools the runner saw, which the cluster API checks selections
+    // against.
+    assert!(
+        health.tools.iter().any(|t| t == "get_current_time"),
+        "{health:?}"
+    );
+    let gamma_calls = gamma_status.calls.clone().unwrap_or_default();
+    assert!(
+        gamma_calls.tools >= 1,
+        "gamma called the time tool: {gamma_calls:?}"
+    );
     assert_eq!(
         health.checked_at.as_ref(),
         Some(&gamma_status.mcp_servers[0].checked_at),

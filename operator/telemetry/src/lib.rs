@@ -18,6 +18,7 @@
 
 use std::fmt::Write as _;
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -166,6 +167,30 @@ pub struct Telemetry {
     stage_duration: Family<StatusLabels, Histogram, fn() -> Histogram>,
     webhook_alerts: Family<OutcomeLabels, Counter>,
     notifications: Family<NotificationLabels, Counter>,
+    totals: Totals,
+}
+
+/// Process totals a runner pod reports in its AgentExecution status (it is
+/// gone before anything could scrape it).
+#[derive(Debug, Default)]
+struct Totals {
+    llm_calls: AtomicU64,
+    llm_errors: AtomicU64,
+    tool_calls: AtomicU64,
+    tool_errors: AtomicU64,
+}
+
+/// This process's LLM and tool call totals (see [`Telemetry::call_totals`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallTotals {
+    /// LLM call attempts.
+    pub llm_calls: u64,
+    /// Of which failed.
+    pub llm_errors: u64,
+    /// MCP tool calls.
+    pub tool_calls: u64,
+    /// Of which failed or timed out (tool-reported errors are answers).
+    pub tool_errors: u64,
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -304,6 +329,7 @@ impl Telemetry {
         Self {
             registry,
             notifications,
+            totals: Totals::default(),
             llm_duration,
             llm_tokens,
             llm_fallbacks,
@@ -321,8 +347,23 @@ impl Telemetry {
         }
     }
 
+    /// This process's LLM and tool call totals.
+    pub fn call_totals(&self) -> CallTotals {
+        let t = &self.totals;
+        CallTotals {
+            llm_calls: t.llm_calls.load(Ordering::Relaxed),
+            llm_errors: t.llm_errors.load(Ordering::Relaxed),
+            tool_calls: t.tool_calls.load(Ordering::Relaxed),
+            tool_errors: t.tool_errors.load(Ordering::Relaxed),
+        }
+    }
+
     /// Records one LLM call attempt.
     pub fn llm_call(&self, call: LlmCall<'_>) {
+        self.totals.llm_calls.fetch_add(1, Ordering::Relaxed);
+        if call.error.is_some() {
+            self.totals.llm_errors.fetch_add(1, Ordering::Relaxed);
+        }
         let labels = LlmLabels {
             gen_ai_operation_name: "chat",
             gen_ai_provider_name: call.provider_type.to_string(),
@@ -369,6 +410,10 @@ impl Telemetry {
 
     /// Records one MCP tool call.
     pub fn mcp_call(&self, server: &str, tool: &str, elapsed: Duration, outcome: McpOutcome) {
+        self.totals.tool_calls.fetch_add(1, Ordering::Relaxed);
+        if matches!(outcome, McpOutcome::Error | McpOutcome::Timeout) {
+            self.totals.tool_errors.fetch_add(1, Ordering::Relaxed);
+        }
         self.mcp_calls
             .get_or_create(&McpCallLabels {
                 server: server.to_string(),
