@@ -59,6 +59,10 @@ pub(crate) fn error_policy_alert(alert: Arc<Alert>, err: &Error, ctx: Arc<Contex
     ctx.backoff(&key_of(alert.as_ref()), err)
 }
 
+/// How long a reconcile waits for the caches' first lists (after a start)
+/// before it looks again instead.
+const CACHE_WAIT: Duration = Duration::from_secs(2);
+
 async fn cleanup_alert(alert: Arc<Alert>, ctx: &Context) -> Result<Action, Error> {
     let uid = alert.uid().ok_or(Error::MissingField("uid"))?;
     // A user deleting an Alert hides its session; an Alert that expired
@@ -88,7 +92,19 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
 
     let ae_api: Api<AgentExecution> = Api::namespaced(ctx.client.clone(), &ns);
     // Children come from the cache: one missing there (just created) reads
-    // as Pending and its creation is repeated harmlessly.
+    // as Pending and its creation is repeated harmlessly. Until the caches'
+    // first lists are in (just after a start), a finished child would also
+    // read as Pending, and nothing would wake this Alert again: wait.
+    let caches = async {
+        let _ = tokio::join!(
+            ctx.executions.wait_until_ready(),
+            ctx.alerts.wait_until_ready()
+        );
+    };
+    if tokio::time::timeout(CACHE_WAIT, caches).await.is_err() {
+        tracing::debug!(alert = %name, "caches not ready yet; looking again shortly");
+        return Ok(Action::requeue(CACHE_WAIT));
+    }
     let executions: BTreeMap<String, AgentExecution> = ctx
         .executions
         .state()
