@@ -248,6 +248,9 @@ impl Plan {
 }
 
 /// The text that replaces a tool result that could not be masked.
+/// How a redaction notice starts.
+const REDACTION_PREFIX: &str = "[MASKED_TOOL_RESULT:";
+
 fn redaction_notice(server: &str, bytes: usize) -> String {
     format!(
         "[MASKED_TOOL_RESULT: the result from MCP server '{server}' ({bytes} bytes) was withheld because data masking failed; it may contain secrets. Proceed without it.]"
@@ -361,6 +364,42 @@ pub(crate) fn resolve_server(server: &str, cfg: &MaskingConfig) -> Result<Select
     }
     Ok(sel)
 }
+
+/// Masks a line a child process wrote (an MCP server's stderr) before it is
+/// logged, with the `kubernetes` and `security` groups whatever the
+/// server's own configuration: a log line is read by more people than a
+/// tool result. **Fail-closed**: a line that cannot be masked is withheld.
+pub fn mask_log_line(line: &str) -> String {
+    static LOG_MASKING: std::sync::LazyLock<Option<MaskingService>> =
+        std::sync::LazyLock::new(|| {
+            let cfg = MaskingConfig {
+                pattern_groups: vec!["kubernetes".into(), "security".into()],
+                ..MaskingConfig::default()
+            };
+            MaskingService::new(
+                [(LOG_SERVER.to_string(), cfg)],
+                AlertMaskingConfig::default(),
+            )
+            .ok()
+        });
+    match &*LOG_MASKING {
+        Some(m) => {
+            let masked = m.mask_tool_result(LOG_SERVER, line);
+            if masked.starts_with(REDACTION_PREFIX) {
+                WITHHELD_LINE.to_string()
+            } else {
+                masked
+            }
+        }
+        None => WITHHELD_LINE.to_string(),
+    }
+}
+
+/// The pseudo-server name of [`mask_log_line`]'s selection.
+const LOG_SERVER: &str = "log";
+
+/// What replaces a log line that could not be masked.
+const WITHHELD_LINE: &str = "[line withheld: masking failed]";
 
 #[cfg(test)]
 mod tests {

@@ -314,3 +314,20 @@ fn masking_is_idempotent() {
     );
     assert_eq!(svc.mask_tool_result("s", &once), once);
 }
+
+/// What an MCP server prints to stderr is masked before it is logged, with
+/// the default groups, whatever the server's own masking.
+#[test]
+fn log_lines_are_masked_with_the_default_groups() {
+    let line =
+        "connecting with password=hunter2-is-long token ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let masked = tarsy_masking::mask_log_line(line);
+    assert!(!masked.contains("hunter2-is-long"), "{masked}");
+    assert!(
+        !masked.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+        "{masked}"
+    );
+    assert!(masked.starts_with("connecting with"), "{masked}");
+    let prose = "listening on 127.0.0.1:8080; connection refused by upstream";
+    assert_eq!(tarsy_masking::mask_log_line(prose), prose);
+}

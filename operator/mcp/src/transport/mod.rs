@@ -135,12 +135,15 @@ impl SseRetryPolicy for BoundedReconnect {
 }
 
 /// A server's stderr goes to our logs (at debug level: servers are chatty),
-/// never to the model.
+/// masked (a server may print what it read), never to the model.
 fn forward_stderr(server: String, stderr: tokio::process::ChildStderr) {
     tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            tracing::debug!(server = %server, "mcp server stderr: {line}");
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let line = tarsy_masking::mask_log_line(&line);
+                tracing::debug!(server = %server, "mcp server stderr: {line}");
+            }
         }
     });
 }
