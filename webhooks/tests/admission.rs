@@ -743,7 +743,7 @@ async fn malformed_reviews_get_400() {
     let r = w.post("{\"kind\": \"AdmissionReview\",").await;
     assert_eq!(r.status, 400);
     assert!(
-        r.json()["error"]
+        r.json()["message"]
             .as_str()
             .unwrap()
             .contains("malformed AdmissionReview")
@@ -753,7 +753,7 @@ async fn malformed_reviews_get_400() {
         .post(json!({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}).to_string())
         .await;
     assert_eq!(r.status, 400);
-    assert_eq!(r.json()["error"], "the AdmissionReview has no request");
+    assert_eq!(r.json()["message"], "the AdmissionReview has no request");
 
     let mut v1beta1 = create(
         "apiVersion: tarsy.dev/v1alpha1\nkind: Agent\nmetadata: {name: a, namespace: team-a}\nspec: {}",
@@ -762,7 +762,7 @@ async fn malformed_reviews_get_400() {
     let r = w.post(v1beta1.to_string()).await;
     assert_eq!(r.status, 400);
     assert!(
-        r.json()["error"]
+        r.json()["message"]
             .as_str()
             .unwrap()
             .contains("admission.k8s.io/v1"),
@@ -776,7 +776,7 @@ async fn malformed_reviews_get_400() {
     no_uid["request"].as_object_mut().unwrap().remove("uid");
     let r = w.post(no_uid.to_string()).await;
     assert_eq!(r.status, 400);
-    let msg = r.json()["error"].as_str().unwrap().to_string();
+    let msg = r.json()["message"].as_str().unwrap().to_string();
     assert!(
         msg.contains("`request`") && msg.contains("missing field `uid`"),
         "{msg}"
@@ -795,7 +795,7 @@ async fn unreadable_namespace_returns_500_so_the_failure_policy_applies() {
         .await;
     assert_eq!(r.status, 500);
     assert!(
-        r.json()["error"]
+        r.json()["message"]
             .as_str()
             .unwrap()
             .contains("cannot read Chain objects")

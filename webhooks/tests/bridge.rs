@@ -292,7 +292,7 @@ async fn requests_without_the_right_token_get_401() {
     let none = post(b.addr, "/alertmanager", &[], SINGLE).await;
     assert_eq!(none.status, 401);
     assert!(
-        none.json()["error"]
+        none.json()["message"]
             .as_str()
             .unwrap()
             .contains("missing Authorization")
@@ -311,7 +311,7 @@ async fn requests_without_the_right_token_get_401() {
     )
     .await;
     assert_eq!(wrong.status, 401);
-    assert_eq!(wrong.json()["error"], "invalid bearer token");
+    assert_eq!(wrong.json()["message"], "invalid bearer token");
     let basic = post(
         b.addr,
         "/alertmanager",
@@ -335,7 +335,7 @@ async fn oversized_bodies_and_too_many_alerts_get_413() {
     let r = send(&b, &big.to_string()).await;
     assert_eq!(r.status, 413);
     assert!(
-        r.json()["error"]
+        r.json()["message"]
             .as_str()
             .unwrap()
             .contains("exceeds 4096 bytes")
@@ -359,7 +359,7 @@ async fn oversized_bodies_and_too_many_alerts_get_413() {
     many["alerts"].as_array_mut().unwrap().push(extra);
     let r = send(&b, &many.to_string()).await;
     assert_eq!(r.status, 413);
-    let msg = r.json()["error"].as_str().unwrap().to_string();
+    let msg = r.json()["message"].as_str().unwrap().to_string();
     assert!(
         msg.contains("3 alerts") && msg.contains("max_alerts: 2"),
         "{msg}"
@@ -397,7 +397,7 @@ async fn malformed_payloads_get_400_with_a_precise_message() {
     for (body, needles) in cases {
         let r = send(&b, &body).await;
         assert_eq!(r.status, 400, "{}", r.body);
-        let msg = r.json()["error"].as_str().unwrap().to_string();
+        let msg = r.json()["message"].as_str().unwrap().to_string();
         for n in needles {
             assert!(msg.contains(n), "{n:?} not in {msg:?}");
         }

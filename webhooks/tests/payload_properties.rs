@@ -83,7 +83,7 @@ fn assert_refusal(resp: &Resp, what: &str) -> Result<(), TestCaseError> {
     );
     let body: Value = serde_json::from_str(&resp.body)
         .map_err(|e| TestCaseError::fail(format!("{what}: not JSON ({e}): {}", resp.body)))?;
-    let error = body["error"].as_str().unwrap_or("");
+    let error = body["message"].as_str().unwrap_or("");
     prop_assert!(
         !error.trim().is_empty(),
         "{}: no error text: {}",
@@ -426,7 +426,7 @@ async fn one_mib_bodies_are_handled_or_refused() {
     for (what, body) in [("1 MiB of bytes", garbage), ("1 MiB of nesting", nested)] {
         let resp = send(&b, body).await;
         assert_eq!(resp.status, 400, "{what}: {}", resp.body);
-        let error = resp.json()["error"].as_str().unwrap().to_string();
+        let error = resp.json()["message"].as_str().unwrap().to_string();
         assert!(
             error.starts_with("malformed Alertmanager payload"),
             "{what}: {error}"
@@ -441,7 +441,7 @@ async fn one_mib_bodies_are_handled_or_refused() {
     assert_eq!(status, 413, "{body}");
     let body: Value = serde_json::from_str(&body).unwrap();
     assert!(
-        body["error"]
+        body["message"]
             .as_str()
             .unwrap()
             .contains("exceeds 262144 bytes"),

@@ -78,16 +78,28 @@ pub fn router(state: AdmissionState) -> Router {
         .with_state(state)
 }
 
+/// The error body every TARSy HTTP endpoint answers with: a stable code
+/// and a message naming the problem.
 #[derive(Serialize)]
 struct ErrorBody {
-    error: String,
+    error: &'static str,
+    message: String,
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let code = match status {
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        s if s.is_server_error() => "internal",
+        _ => "bad_request",
+    };
     (
         status,
         Json(ErrorBody {
-            error: message.into(),
+            error: code,
+            message: message.into(),
         }),
     )
         .into_response()
