@@ -100,6 +100,13 @@ app.kubernetes.io/component: {{ .component }}
       key: {{ .Values.database.secretKey }}
 {{- end }}
 
+{{/* System settings every `tarsy` component reads from its environment (the operator
+hands them on to investigation pods), so that all of them see one configuration. */}}
+{{- define "tarsy.systemEnv" -}}
+- name: TARSY_KUBERNETES_MCP_IMAGE
+  value: {{ .Values.kubernetesMcpServer.image | quote }}
+{{- end }}
+
 {{/* Pod-level settings shared by the chart's workloads. */}}
 {{- define "tarsy.podCommon" -}}
 {{- with .Values.imagePullSecrets }}

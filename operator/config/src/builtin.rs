@@ -5,8 +5,11 @@
 //!   Kubernetes MCP server), `ChatAgent` (follow-up questions; inherits its
 //!   strategy and gets the chain's MCP servers), `SynthesisAgent` (combines
 //!   parallel investigations; strategy `synthesis`, tool-less).
-//! - MCP server `kubernetes-server`: `kubernetes-mcp-server` over stdio,
-//!   read-only and without destructive tools, Kubernetes masking.
+//! - MCP server `kubernetes-server`: `kubernetes-mcp-server`, read-only and
+//!   without destructive tools, Kubernetes masking. Local mode runs it over
+//!   stdio (`npx`); in a cluster it is a sidecar of the investigation pod
+//!   running the upstream image ([`cluster_mcp_servers`]), under the
+//!   investigator service account (`serviceAccount.clusterRead`).
 //! - LLM providers `google-default`, `openai-default`, `anthropic-default`,
 //!   `xai-default`, reading their API key from the LLM service's
 //!   environment (`GOOGLE_API_KEY`, `OPENAI_API_KEY`, ...).
@@ -15,8 +18,8 @@
 use std::collections::BTreeMap;
 
 use tarsy_crds::{
-    AgentSpec, DataMaskingSpec, IterationStrategy, LLMProviderSpec, MCPServerSpec, ProviderType,
-    StdioSpec, SummarizationSpec,
+    AgentSpec, ContainerSpec, DataMaskingSpec, IterationStrategy, LLMProviderSpec, MCPServerSpec,
+    ProviderType, StdioSpec, SummarizationSpec,
 };
 
 /// Built-in masking patterns and groups, re-exported from `tarsy-masking`.
@@ -37,6 +40,12 @@ pub const SYNTHESIS_AGENT: &str = "SynthesisAgent";
 pub const KUBERNETES_SERVER: &str = "kubernetes-server";
 /// Pinned npm version of kubernetes-mcp-server.
 pub const KUBERNETES_MCP_SERVER_PACKAGE: &str = "kubernetes-mcp-server@0.0.67";
+/// Port the built-in Kubernetes MCP server's sidecar listens on (away from
+/// the 8080 most servers default to, so a chain's own sidecar rarely clashes).
+pub const KUBERNETES_SERVER_PORT: u16 = 8781;
+/// The flags that keep the built-in Kubernetes MCP server read-only, in
+/// both of its forms.
+const KUBERNETES_SERVER_SAFETY_FLAGS: [&str; 2] = ["--read-only", "--disable-destructive"];
 
 const KUBERNETES_AGENT_INSTRUCTIONS: &str = "\
 You are a Kubernetes troubleshooting specialist. Investigate the alert by \
@@ -114,48 +123,77 @@ pub fn agents() -> BTreeMap<String, AgentSpec> {
     ])
 }
 
-/// Built-in MCP servers by name.
+/// Built-in MCP servers by name, as local mode runs them (stdio child
+/// processes).
 pub fn mcp_servers() -> BTreeMap<String, MCPServerSpec> {
+    let mut args = vec!["-y".to_string(), KUBERNETES_MCP_SERVER_PACKAGE.to_string()];
+    args.extend(KUBERNETES_SERVER_SAFETY_FLAGS.map(String::from));
     BTreeMap::from([(
         KUBERNETES_SERVER.to_string(),
-        MCPServerSpec {
-            container: None,
-            stdio: Some(StdioSpec {
+        kubernetes_server(
+            None,
+            Some(StdioSpec {
                 command: "npx".into(),
-                args: vec![
-                    "-y".into(),
-                    KUBERNETES_MCP_SERVER_PACKAGE.into(),
-                    "--read-only".into(),
-                    "--disable-destructive".into(),
-                ],
+                args,
                 env: Vec::new(),
                 image: None,
             }),
-            url: None,
-            transport: None,
-            bearer_token_secret_ref: None,
-            bearer_token_env: None,
-            headers: None,
-            tls: None,
-            timeout: None,
-            instructions: Some(KUBERNETES_SERVER_INSTRUCTIONS.into()),
-            data_masking: Some(DataMaskingSpec {
-                enabled: Some(true),
-                pattern_groups: vec!["kubernetes".into()],
-                patterns: Vec::new(),
-                custom_patterns: Vec::new(),
-            }),
-            summarization: Some(SummarizationSpec {
-                enabled: Some(true),
-                size_threshold_tokens: Some(5000),
-                summary_max_token_limit: Some(1000),
-            }),
-            service_account: Some(tarsy_crds::ServiceAccountNeeds {
-                cluster_read: Some(true),
-                name: None,
-            }),
-        },
+        ),
     )])
+}
+
+/// Built-in MCP servers by name, as a cluster runs them: the Kubernetes
+/// server is a sidecar running `image` (the upstream kubernetes-mcp-server
+/// serving streamable HTTP on [`KUBERNETES_SERVER_PORT`]), authenticated as
+/// the pod's investigator service account. The runner image has no Node, so
+/// the stdio form could not start there.
+pub fn cluster_mcp_servers(image: &str) -> BTreeMap<String, MCPServerSpec> {
+    let mut args = vec!["--port".to_string(), KUBERNETES_SERVER_PORT.to_string()];
+    args.extend(KUBERNETES_SERVER_SAFETY_FLAGS.map(String::from));
+    BTreeMap::from([(
+        KUBERNETES_SERVER.to_string(),
+        kubernetes_server(
+            Some(ContainerSpec {
+                image: image.to_string(),
+                command: None,
+                args,
+                env: Vec::new(),
+                port: KUBERNETES_SERVER_PORT,
+                path: None,
+            }),
+            None,
+        ),
+    )])
+}
+
+fn kubernetes_server(container: Option<ContainerSpec>, stdio: Option<StdioSpec>) -> MCPServerSpec {
+    MCPServerSpec {
+        container,
+        stdio,
+        url: None,
+        transport: None,
+        bearer_token_secret_ref: None,
+        bearer_token_env: None,
+        headers: None,
+        tls: None,
+        timeout: None,
+        instructions: Some(KUBERNETES_SERVER_INSTRUCTIONS.into()),
+        data_masking: Some(DataMaskingSpec {
+            enabled: Some(true),
+            pattern_groups: vec!["kubernetes".into()],
+            patterns: Vec::new(),
+            custom_patterns: Vec::new(),
+        }),
+        summarization: Some(SummarizationSpec {
+            enabled: Some(true),
+            size_threshold_tokens: Some(5000),
+            summary_max_token_limit: Some(1000),
+        }),
+        service_account: Some(tarsy_crds::ServiceAccountNeeds {
+            cluster_read: Some(true),
+            name: None,
+        }),
+    }
 }
 
 fn provider(

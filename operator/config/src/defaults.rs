@@ -19,6 +19,7 @@
 //! | `TARSY_ALERT_MASKING_GROUP` | `alertMasking.patternGroup` | `security` |
 //! | `TARSY_MAX_CONCURRENT_SESSIONS` | `maxConcurrentSessions` | 5 |
 //! | `TARSY_RUNBOOK_DOMAINS` | `runbookDomains` (comma-separated) | `github.com,raw.githubusercontent.com` |
+//! | `TARSY_KUBERNETES_MCP_IMAGE` | `kubernetesMcpImage` (cluster mode) | [`DEFAULT_KUBERNETES_MCP_IMAGE`] |
 
 use std::time::Duration;
 
@@ -57,7 +58,15 @@ pub struct Defaults {
     pub max_concurrent_sessions: u32,
     /// Hosts runbooks may be fetched from (exact names or `*.domain`).
     pub runbook_domains: Vec<String>,
+    /// Cluster mode: the image of the built-in `kubernetes-server`, which
+    /// runs as a sidecar of the investigation pods that use it (local mode
+    /// runs it over stdio and ignores this).
+    pub kubernetes_mcp_image: String,
 }
+
+/// The upstream kubernetes-mcp-server image, the same release as the npm
+/// package local mode runs ([`crate::builtin::KUBERNETES_MCP_SERVER_PACKAGE`]).
+pub const DEFAULT_KUBERNETES_MCP_IMAGE: &str = "quay.io/containers/kubernetes_mcp_server:v0.0.67";
 
 /// Hosts runbooks come from unless configured otherwise.
 pub const DEFAULT_RUNBOOK_DOMAINS: [&str; 2] = ["github.com", "raw.githubusercontent.com"];
@@ -74,6 +83,7 @@ impl Default for Defaults {
             alert_masking: AlertMaskingConfig::default(),
             max_concurrent_sessions: DEFAULT_MAX_CONCURRENT_SESSIONS,
             runbook_domains: DEFAULT_RUNBOOK_DOMAINS.map(String::from).to_vec(),
+            kubernetes_mcp_image: DEFAULT_KUBERNETES_MCP_IMAGE.to_string(),
         }
     }
 }
@@ -95,6 +105,7 @@ impl Default for Defaults {
 ///   alertMasking: {enabled: true, patternGroup: security}
 ///   maxConcurrentSessions: 10
 ///   runbookDomains: [github.com, raw.githubusercontent.com, wiki.example.com]
+///   kubernetesMcpImage: registry.example.com/kubernetes-mcp-server:v0.0.67
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -126,6 +137,9 @@ pub struct DefaultsSpec {
     /// Hosts runbooks may be fetched from (replaces the built-in list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runbook_domains: Option<Vec<String>>,
+    /// Image of the built-in Kubernetes MCP server's sidecar (cluster mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_mcp_image: Option<String>,
 }
 
 /// Alert masking overrides.
@@ -162,6 +176,8 @@ pub mod env {
     pub const MAX_CONCURRENT_SESSIONS: &str = "TARSY_MAX_CONCURRENT_SESSIONS";
     /// Runbook hosts, comma-separated.
     pub const RUNBOOK_DOMAINS: &str = "TARSY_RUNBOOK_DOMAINS";
+    /// Image of the built-in Kubernetes MCP server's sidecar.
+    pub const KUBERNETES_MCP_IMAGE: &str = "TARSY_KUBERNETES_MCP_IMAGE";
 }
 
 impl DefaultsSpec {
@@ -227,6 +243,7 @@ impl DefaultsSpec {
                     .map(String::from)
                     .collect()
             }),
+            kubernetes_mcp_image: get(env::KUBERNETES_MCP_IMAGE).map(|v| v.trim().to_string()),
         };
         // Durations are checked here so the error names the variable.
         for (name, value) in [
@@ -276,6 +293,7 @@ impl Defaults {
                 self.max_concurrent_sessions.to_string(),
             ),
             (env::RUNBOOK_DOMAINS, self.runbook_domains.join(",")),
+            (env::KUBERNETES_MCP_IMAGE, self.kubernetes_mcp_image.clone()),
         ];
         if let Some(p) = self.success_policy {
             vars.push((env::SUCCESS_POLICY, p.to_string()));
@@ -350,6 +368,16 @@ impl Defaults {
         if let Some(domains) = &spec.runbook_domains {
             self.runbook_domains = domains.clone();
         }
+        if let Some(image) = &spec.kubernetes_mcp_image {
+            if image.trim().is_empty() {
+                errors.push((
+                    "kubernetesMcpImage".to_string(),
+                    Problem::Invalid("must not be empty".into()),
+                ));
+            } else {
+                self.kubernetes_mcp_image = image.trim().to_string();
+            }
+        }
         if errors.is_empty() {
             Ok(())
         } else {
@@ -388,6 +416,7 @@ mod tests {
                     env::ALERT_MASKING_GROUP => "basic",
                     env::MAX_CONCURRENT_SESSIONS => "3",
                     env::RUNBOOK_DOMAINS => "wiki.example.com, *.docs.example.com",
+                    env::KUBERNETES_MCP_IMAGE => "registry.example.com/k8s-mcp:1",
                     _ => return None,
                 }
                 .to_string(),
@@ -409,6 +438,7 @@ mod tests {
             d.runbook_domains,
             ["wiki.example.com", "*.docs.example.com"]
         );
+        assert_eq!(d.kubernetes_mcp_image, "registry.example.com/k8s-mcp:1");
     }
 
     #[test]
@@ -419,6 +449,7 @@ mod tests {
             success_policy: Some(SuccessPolicy::All),
             session_timeout: Some("1h30m".into()),
             runbook_domains: Some(vec!["wiki.example.com".into()]),
+            kubernetes_mcp_image: Some("mirror.example.com/k8s-mcp:2".into()),
             ..Default::default()
         })
         .unwrap();

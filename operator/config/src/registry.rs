@@ -95,7 +95,8 @@ impl Config {
         }
     }
 
-    /// Cluster mode: the built-ins overridden by the resources of one
+    /// Cluster mode: the built-ins (MCP servers in their cluster form,
+    /// [`builtin::cluster_mcp_servers`]) overridden by the resources of one
     /// namespace. Call [`Config::validate`] to learn which objects are broken.
     pub fn from_resources(
         defaults: Defaults,
@@ -105,6 +106,9 @@ impl Config {
         llm_providers: &[LLMProvider],
     ) -> Self {
         let mut config = Self::builtin(defaults);
+        for (name, spec) in builtin::cluster_mcp_servers(&config.defaults.kubernetes_mcp_image) {
+            config.insert_mcp_server(Named::new(name, spec, Origin::Builtin));
+        }
         for c in chains {
             config.insert_chain(Named::new(
                 c.metadata.name.clone().unwrap_or_default(),

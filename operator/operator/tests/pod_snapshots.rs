@@ -308,3 +308,65 @@ fn bridge_ports_skip_container_ports() {
     assert_eq!(ports["b-container"], 9100);
     assert_eq!(ports["a-stdio"], 9101);
 }
+
+/// The built-in KubernetesAgent, with no resources in the namespace, gets a
+/// working toolset: the built-in `kubernetes-server` runs as a sidecar of
+/// the upstream image (read-only), reached by the runner on localhost, under
+/// the investigator service account — not the stdio form, whose `npx` the
+/// tarsy image does not have.
+#[test]
+fn builtin_kubernetes_agent_gets_the_kubernetes_sidecar() {
+    let defaults = tarsy_config::Defaults {
+        kubernetes_mcp_image: "mirror.example.com/kubernetes-mcp-server:v0.0.67".into(),
+        ..Default::default()
+    };
+    let config = tarsy_config::Config::from_resources(defaults, &[], &[], &[], &[]);
+    let agent = config.agent("KubernetesAgent").expect("built-in agent");
+    let names = agent.spec.mcp_servers.clone().unwrap_or_default();
+    assert_eq!(names, ["kubernetes-server"]);
+    let servers = tarsy_operator::resources::execution_servers(&config, &names).unwrap();
+
+    let pod = render(&servers, None);
+    check_snapshot("pod_builtin_kubernetes_agent", &pod);
+    let spec = pod.spec.unwrap();
+    assert_eq!(
+        spec.service_account_name.as_deref(),
+        Some("tarsy-investigator")
+    );
+    let inits = spec.init_containers.unwrap();
+    // No stdio server: no binary copy, no bridge.
+    assert_eq!(inits.len(), 1, "{inits:?}");
+    let sidecar = &inits[0];
+    assert_eq!(sidecar.name, "mcp-kubernetes-server");
+    assert_eq!(
+        sidecar.image.as_deref(),
+        Some("mirror.example.com/kubernetes-mcp-server:v0.0.67")
+    );
+    assert_eq!(sidecar.restart_policy.as_deref(), Some("Always"));
+    let args = sidecar.args.clone().unwrap();
+    assert!(args.contains(&"--read-only".to_string()), "{args:?}");
+    assert!(args.contains(&"--disable-destructive".to_string()));
+    let port = sidecar.ports.as_ref().unwrap()[0].container_port;
+    assert!(
+        args.windows(2)
+            .any(|w| w[0] == "--port" && w[1] == port.to_string())
+    );
+    let runner = &spec.containers[0];
+    let endpoints = runner
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == tarsy_crds::contract::runner_env::MCP_ENDPOINTS)
+        .and_then(|e| e.value.clone())
+        .unwrap();
+    assert_eq!(
+        endpoints,
+        format!("kubernetes-server=http://127.0.0.1:{port}/mcp")
+    );
+
+    // Local mode keeps the stdio form.
+    let local = tarsy_config::Config::builtin(tarsy_config::Defaults::default());
+    let server = local.mcp_server("kubernetes-server").unwrap();
+    assert!(server.spec.container.is_none());
+    assert_eq!(server.spec.stdio.as_ref().unwrap().command, "npx");
+}

@@ -47,6 +47,12 @@ pub struct ServeArgs {
     /// Slack notifications.
     #[command(flatten)]
     pub notify: crate::notify::NotifyArgs,
+    /// Take the author of alerts and chat messages from X-Forwarded-User /
+    /// X-Forwarded-Email, as `tarsy api` does. Only behind an authenticating
+    /// proxy that sets them (and drops client-sent ones): otherwise any
+    /// client could claim any name.
+    #[arg(long, env = "TARSY_TRUST_FORWARDED_IDENTITY")]
+    pub trust_forwarded_identity: bool,
 }
 
 /// `$XDG_DATA_HOME/tarsy`, else `$HOME/.local/share/tarsy`, else `.tarsy`.
@@ -97,6 +103,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let view = crate::dashboard::configuration_view(&config, "local", None);
     let mut options = LocalOptions::new(config, &args.config);
     options.api.dashboard = Some(crate::dashboard::dashboard());
+    options.api.trust_forwarded_identity = args.trust_forwarded_identity;
     options.api.configuration = Some(Arc::new(crate::dashboard::StaticConfiguration(view)));
     options.database_url = database_url.clone();
     options.llm_addr = args.llm_addr;
