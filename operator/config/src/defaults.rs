@@ -19,6 +19,8 @@
 //! | `TARSY_ALERT_MASKING_GROUP` | `alertMasking.patternGroup` | `security` |
 //! | `TARSY_MAX_CONCURRENT_SESSIONS` | `maxConcurrentSessions` | 5 |
 //! | `TARSY_RUNBOOK_DOMAINS` | `runbookDomains` (comma-separated) | `github.com,raw.githubusercontent.com` |
+//! | `TARSY_CIRCUIT_BREAKER_THRESHOLD` | `circuitBreaker.failureThreshold` | 3 |
+//! | `TARSY_CIRCUIT_BREAKER_OPEN_FOR` | `circuitBreaker.openFor` | `60s` |
 //! | `TARSY_KUBERNETES_MCP_IMAGE` | `kubernetesMcpImage` (cluster mode) | [`DEFAULT_KUBERNETES_MCP_IMAGE`] |
 
 use std::time::Duration;
@@ -58,11 +60,22 @@ pub struct Defaults {
     pub max_concurrent_sessions: u32,
     /// Hosts runbooks may be fetched from (exact names or `*.domain`).
     pub runbook_domains: Vec<String>,
+    /// LLM provider circuit breakers: failures in a row (across every
+    /// process sharing the store) that open a provider's circuit.
+    pub breaker_failure_threshold: u32,
+    /// How long an open circuit sends executions to the fallback providers
+    /// before one trial call.
+    pub breaker_open_for: Duration,
     /// Cluster mode: the image of the built-in `kubernetes-server`, which
     /// runs as a sidecar of the investigation pods that use it (local mode
     /// runs it over stdio and ignores this).
     pub kubernetes_mcp_image: String,
 }
+
+/// Failures in a row that open a provider's circuit unless configured.
+pub const DEFAULT_BREAKER_FAILURE_THRESHOLD: u32 = 3;
+/// How long a circuit stays open unless configured.
+pub const DEFAULT_BREAKER_OPEN_FOR: Duration = Duration::from_secs(60);
 
 /// The upstream kubernetes-mcp-server image, the same release as the npm
 /// package local mode runs ([`crate::builtin::KUBERNETES_MCP_SERVER_PACKAGE`]).
@@ -83,6 +96,8 @@ impl Default for Defaults {
             alert_masking: AlertMaskingConfig::default(),
             max_concurrent_sessions: DEFAULT_MAX_CONCURRENT_SESSIONS,
             runbook_domains: DEFAULT_RUNBOOK_DOMAINS.map(String::from).to_vec(),
+            breaker_failure_threshold: DEFAULT_BREAKER_FAILURE_THRESHOLD,
+            breaker_open_for: DEFAULT_BREAKER_OPEN_FOR,
             kubernetes_mcp_image: DEFAULT_KUBERNETES_MCP_IMAGE.to_string(),
         }
     }
@@ -105,6 +120,7 @@ impl Default for Defaults {
 ///   alertMasking: {enabled: true, patternGroup: security}
 ///   maxConcurrentSessions: 10
 ///   runbookDomains: [github.com, raw.githubusercontent.com, wiki.example.com]
+///   circuitBreaker: {failureThreshold: 3, openFor: 60s}
 ///   kubernetesMcpImage: registry.example.com/kubernetes-mcp-server:v0.0.67
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,9 +153,24 @@ pub struct DefaultsSpec {
     /// Hosts runbooks may be fetched from (replaces the built-in list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runbook_domains: Option<Vec<String>>,
+    /// LLM provider circuit breakers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit_breaker: Option<CircuitBreakerSpec>,
     /// Image of the built-in Kubernetes MCP server's sidecar (cluster mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_mcp_image: Option<String>,
+}
+
+/// Circuit breaker overrides.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CircuitBreakerSpec {
+    /// Failures in a row that open a provider's circuit (≥ 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_threshold: Option<u32>,
+    /// How long the circuit stays open, Go duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_for: Option<String>,
 }
 
 /// Alert masking overrides.
@@ -176,6 +207,10 @@ pub mod env {
     pub const MAX_CONCURRENT_SESSIONS: &str = "TARSY_MAX_CONCURRENT_SESSIONS";
     /// Runbook hosts, comma-separated.
     pub const RUNBOOK_DOMAINS: &str = "TARSY_RUNBOOK_DOMAINS";
+    /// Circuit breaker threshold.
+    pub const CIRCUIT_BREAKER_THRESHOLD: &str = "TARSY_CIRCUIT_BREAKER_THRESHOLD";
+    /// Circuit breaker open period.
+    pub const CIRCUIT_BREAKER_OPEN_FOR: &str = "TARSY_CIRCUIT_BREAKER_OPEN_FOR";
     /// Image of the built-in Kubernetes MCP server's sidecar.
     pub const KUBERNETES_MCP_IMAGE: &str = "TARSY_KUBERNETES_MCP_IMAGE";
 }
@@ -243,12 +278,29 @@ impl DefaultsSpec {
                     .map(String::from)
                     .collect()
             }),
+            circuit_breaker: {
+                let failure_threshold = parse(
+                    env::CIRCUIT_BREAKER_THRESHOLD,
+                    get(env::CIRCUIT_BREAKER_THRESHOLD),
+                    &mut errors,
+                );
+                let open_for = get(env::CIRCUIT_BREAKER_OPEN_FOR);
+                (failure_threshold.is_some() || open_for.is_some()).then_some(CircuitBreakerSpec {
+                    failure_threshold,
+                    open_for,
+                })
+            },
             kubernetes_mcp_image: get(env::KUBERNETES_MCP_IMAGE).map(|v| v.trim().to_string()),
         };
         // Durations are checked here so the error names the variable.
+        let breaker_open_for = spec
+            .circuit_breaker
+            .as_ref()
+            .and_then(|b| b.open_for.clone());
         for (name, value) in [
             (env::ITERATION_TIMEOUT, &spec.iteration_timeout),
             (env::SESSION_TIMEOUT, &spec.session_timeout),
+            (env::CIRCUIT_BREAKER_OPEN_FOR, &breaker_open_for),
         ] {
             if let Some(v) = value
                 && let Err(e) = tarsy_crds::parse_duration(v)
@@ -293,6 +345,14 @@ impl Defaults {
                 self.max_concurrent_sessions.to_string(),
             ),
             (env::RUNBOOK_DOMAINS, self.runbook_domains.join(",")),
+            (
+                env::CIRCUIT_BREAKER_THRESHOLD,
+                self.breaker_failure_threshold.to_string(),
+            ),
+            (
+                env::CIRCUIT_BREAKER_OPEN_FOR,
+                tarsy_crds::format_duration(self.breaker_open_for),
+            ),
             (env::KUBERNETES_MCP_IMAGE, self.kubernetes_mcp_image.clone()),
         ];
         if let Some(p) = self.success_policy {
@@ -368,6 +428,28 @@ impl Defaults {
         if let Some(domains) = &spec.runbook_domains {
             self.runbook_domains = domains.clone();
         }
+        if let Some(b) = &spec.circuit_breaker {
+            match b.failure_threshold {
+                Some(0) => errors.push((
+                    "circuitBreaker.failureThreshold".to_string(),
+                    Problem::Invalid("must be at least 1".into()),
+                )),
+                Some(n) => self.breaker_failure_threshold = n,
+                None => {}
+            }
+            if let Some(v) = &b.open_for {
+                match tarsy_crds::parse_duration(v) {
+                    Ok(d) if !d.is_zero() => self.breaker_open_for = d,
+                    Ok(_) => errors.push((
+                        "circuitBreaker.openFor".to_string(),
+                        Problem::Invalid("must be positive".into()),
+                    )),
+                    Err(e) => {
+                        errors.push(("circuitBreaker.openFor".to_string(), Problem::Duration(e)))
+                    }
+                }
+            }
+        }
         if let Some(image) = &spec.kubernetes_mcp_image {
             if image.trim().is_empty() {
                 errors.push((
@@ -417,6 +499,8 @@ mod tests {
                     env::MAX_CONCURRENT_SESSIONS => "3",
                     env::RUNBOOK_DOMAINS => "wiki.example.com, *.docs.example.com",
                     env::KUBERNETES_MCP_IMAGE => "registry.example.com/k8s-mcp:1",
+                    env::CIRCUIT_BREAKER_THRESHOLD => "1",
+                    env::CIRCUIT_BREAKER_OPEN_FOR => "5m",
                     _ => return None,
                 }
                 .to_string(),
@@ -439,6 +523,8 @@ mod tests {
             ["wiki.example.com", "*.docs.example.com"]
         );
         assert_eq!(d.kubernetes_mcp_image, "registry.example.com/k8s-mcp:1");
+        assert_eq!(d.breaker_failure_threshold, 1);
+        assert_eq!(d.breaker_open_for, Duration::from_secs(300));
     }
 
     #[test]
@@ -450,6 +536,10 @@ mod tests {
             session_timeout: Some("1h30m".into()),
             runbook_domains: Some(vec!["wiki.example.com".into()]),
             kubernetes_mcp_image: Some("mirror.example.com/k8s-mcp:2".into()),
+            circuit_breaker: Some(CircuitBreakerSpec {
+                failure_threshold: Some(2),
+                open_for: Some("90s".into()),
+            }),
             ..Default::default()
         })
         .unwrap();

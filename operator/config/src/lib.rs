@@ -73,7 +73,9 @@ pub use convert::{
     EnvSecretResolver, MapSecretResolver, Placement, SecretResolver, llm_provider_config,
     masking_config, resolved_spec, summarization_config,
 };
-pub use defaults::{AlertMaskingSpec, DEFAULT_KUBERNETES_MCP_IMAGE, Defaults, DefaultsSpec};
+pub use defaults::{
+    AlertMaskingSpec, CircuitBreakerSpec, DEFAULT_KUBERNETES_MCP_IMAGE, Defaults, DefaultsSpec,
+};
 pub use error::{
     ConfigError, ConfigErrors, Location, ObjectRef, Problem, ResolveError, SecretError,
     SelectionError,

@@ -1,17 +1,26 @@
 //! Provider fallback: an execution walks its provider's `fallback` chain when
-//! a provider keeps failing, and a process-wide circuit breaker stops sending
-//! work to a provider that failed repeatedly until it has had time to
-//! recover.
+//! a provider keeps failing, and a circuit breaker stops sending work to a
+//! provider that failed repeatedly until it has had time to recover.
 //!
 //! A provider error counts when the LLM service reports it as retryable: the
 //! service has already done its own transient retries (rate limits, empty
 //! responses), so another attempt on the same provider is unlikely to help.
+//! A call that runs out its iteration's time counts too (a hung provider).
 //! Context overflows are not provider failures (compaction handles them).
+//!
+//! The breakers of a process can share their state with every other process
+//! calling the same providers ([`SharedBreakerState`], a database row per
+//! provider): each runner pod of a cluster then skips a provider that
+//! another pod's execution saw fail. Each execution reads the shared state
+//! of its providers when it starts and writes every failure, and the first
+//! success after failures, through to it; a shared store that cannot be
+//! reached leaves the process with its own view (logged, never fatal).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use tarsy_core::LlmProviderConfig;
 use tokio::time::Instant;
 
@@ -35,17 +44,61 @@ impl Default for BreakerConfig {
     }
 }
 
+/// One provider's circuit as the shared store has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedBreaker {
+    /// Provider name.
+    pub provider: String,
+    /// Failed calls since the last success.
+    pub consecutive_failures: u32,
+    /// How much longer the circuit stays open (`None`: closed, or its open
+    /// period has passed and a trial call is allowed).
+    pub open_for: Option<Duration>,
+}
+
+/// Breaker state shared between processes. Implementations live outside the
+/// engine (a database table); errors are reported as text and never stop an
+/// execution.
+#[async_trait]
+pub trait SharedBreakerState: Send + Sync {
+    /// The recorded circuits of `providers` (providers closed or never
+    /// recorded may be left out).
+    async fn load(&self, providers: &[String]) -> Result<Vec<SharedBreaker>, String>;
+    /// Counts a failed call of `provider` atomically, opening its circuit
+    /// for `config.open_for` once `config.failure_threshold` failures
+    /// happened in a row; returns the new state.
+    async fn record_failure(
+        &self,
+        provider: &str,
+        config: BreakerConfig,
+    ) -> Result<SharedBreaker, String>;
+    /// A call of `provider` succeeded: its circuit closes.
+    async fn record_success(&self, provider: &str) -> Result<(), String>;
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 struct Breaker {
     consecutive_failures: u32,
     open_until: Option<Instant>,
 }
 
-/// Per-provider circuit breakers, shared by all executions of a process.
-#[derive(Debug, Default)]
+/// Per-provider circuit breakers of a process (shared by all its
+/// executions), optionally backed by a [`SharedBreakerState`].
+#[derive(Default)]
 pub struct CircuitBreakers {
     config: BreakerConfig,
     state: Mutex<HashMap<String, Breaker>>,
+    shared: Option<Arc<dyn SharedBreakerState>>,
+}
+
+impl std::fmt::Debug for CircuitBreakers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CircuitBreakers")
+            .field("config", &self.config)
+            .field("state", &*self.lock())
+            .field("shared", &self.shared.is_some())
+            .finish()
+    }
 }
 
 impl CircuitBreakers {
@@ -54,7 +107,19 @@ impl CircuitBreakers {
         Self {
             config,
             state: Mutex::new(HashMap::new()),
+            shared: None,
         }
+    }
+
+    /// The same breakers, their state shared through `shared`.
+    pub fn with_shared(mut self, shared: Arc<dyn SharedBreakerState>) -> Self {
+        self.shared = Some(shared);
+        self
+    }
+
+    /// The settings.
+    pub fn config(&self) -> BreakerConfig {
+        self.config
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Breaker>> {
@@ -75,18 +140,92 @@ impl CircuitBreakers {
         !self.allows(provider)
     }
 
-    /// A call succeeded: the circuit closes.
-    pub fn record_success(&self, provider: &str) {
-        self.lock().remove(provider);
+    /// The providers whose circuit is open now, with the time left.
+    pub fn open_circuits(&self) -> Vec<(String, Duration)> {
+        let now = Instant::now();
+        let mut open: Vec<(String, Duration)> = self
+            .lock()
+            .iter()
+            .filter_map(|(p, b)| {
+                b.open_until
+                    .filter(|u| *u > now)
+                    .map(|u| (p.clone(), u - now))
+            })
+            .collect();
+        open.sort();
+        open
+    }
+
+    fn adopt(&self, shared: &SharedBreaker) {
+        let now = Instant::now();
+        let entry = Breaker {
+            consecutive_failures: shared.consecutive_failures,
+            // An elapsed opening still counts as opened: the next failure
+            // reopens at once (the trial call failed).
+            open_until: match shared.open_for {
+                Some(left) => Some(now + left),
+                None if shared.consecutive_failures >= self.config.failure_threshold => Some(now),
+                None => None,
+            },
+        };
+        self.lock().insert(shared.provider.clone(), entry);
+    }
+
+    /// Reads the shared state of `providers` (an execution's chain) into
+    /// this process's view; without a shared state, does nothing.
+    pub async fn refresh(&self, providers: &[String]) {
+        let Some(shared) = &self.shared else { return };
+        match shared.load(providers).await {
+            Ok(states) => {
+                let mut seen = std::collections::HashSet::new();
+                for s in &states {
+                    seen.insert(s.provider.as_str());
+                    self.adopt(s);
+                }
+                // A provider without a row was closed by someone else.
+                let mut g = self.lock();
+                for p in providers {
+                    if !seen.contains(p.as_str()) {
+                        g.remove(p);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "shared circuit breaker state unreadable; using this process's own")
+            }
+        }
+    }
+
+    /// A call succeeded: the circuit closes (everywhere, when shared and it
+    /// had failures; a success on a clean circuit writes nothing).
+    pub async fn record_success(&self, provider: &str) {
+        let had_failures = self.lock().remove(provider).is_some();
+        if had_failures
+            && let Some(shared) = &self.shared
+            && let Err(e) = shared.record_success(provider).await
+        {
+            tracing::warn!(%provider, error = %e, "shared circuit breaker not closed");
+        }
     }
 
     /// A call failed: after the threshold the circuit opens (again).
-    pub fn record_failure(&self, provider: &str) {
-        let mut g = self.lock();
-        let b = g.entry(provider.to_string()).or_default();
-        b.consecutive_failures += 1;
-        if b.consecutive_failures >= self.config.failure_threshold {
-            b.open_until = Some(Instant::now() + self.config.open_for);
+    pub async fn record_failure(&self, provider: &str) {
+        {
+            let mut g = self.lock();
+            let b = g.entry(provider.to_string()).or_default();
+            b.consecutive_failures += 1;
+            if b.consecutive_failures >= self.config.failure_threshold {
+                b.open_until = Some(Instant::now() + self.config.open_for);
+            }
+        }
+        if let Some(shared) = &self.shared {
+            match shared.record_failure(provider, self.config).await {
+                // Everyone's failures count, not only this process's.
+                Ok(state) => self.adopt(&state),
+                Err(e) => {
+                    tracing::warn!(%provider, error = %e, "shared circuit breaker not updated")
+                }
+            }
         }
     }
 }
@@ -132,9 +271,16 @@ impl ProviderChain {
         &self.providers[self.current]
     }
 
-    /// At start: skips providers whose circuit is open (if every circuit is
-    /// open, stays on the primary: trying beats failing without a call).
-    pub fn skip_open(&mut self, breakers: &CircuitBreakers) -> Option<ProviderSwitch> {
+    /// The names of every provider of the chain, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.providers.iter().map(|p| p.name.clone()).collect()
+    }
+
+    /// At start: reads the shared breaker state of the chain's providers,
+    /// then skips providers whose circuit is open (if every circuit is open,
+    /// stays on the primary: trying beats failing without a call).
+    pub async fn skip_open(&mut self, breakers: &CircuitBreakers) -> Option<ProviderSwitch> {
+        breakers.refresh(&self.names()).await;
         if breakers.allows(&self.current().name) {
             return None;
         }
@@ -151,7 +297,7 @@ impl ProviderChain {
 
     /// After a failed call: records it and, for a retryable provider error,
     /// moves to the next provider whose circuit allows calls.
-    pub fn on_failure(
+    pub async fn on_failure(
         &mut self,
         err: &LlmErrorInfo,
         breakers: &CircuitBreakers,
@@ -159,10 +305,32 @@ impl ProviderChain {
         if err.is_context_overflow() {
             return None;
         }
-        breakers.record_failure(&self.current().name);
+        breakers.record_failure(&self.current().name).await;
         if !err.retryable {
             return None;
         }
+        self.switch(breakers, format!("{} ({})", err.message, err.code))
+    }
+
+    /// After a call that ran out its iteration's time (a hung provider):
+    /// records a failure and moves to the next provider whose circuit
+    /// allows calls.
+    pub async fn on_timeout(
+        &mut self,
+        timeout: Duration,
+        breakers: &CircuitBreakers,
+    ) -> Option<ProviderSwitch> {
+        breakers.record_failure(&self.current().name).await;
+        self.switch(
+            breakers,
+            format!(
+                "no answer within the iteration timeout ({}s)",
+                timeout.as_secs()
+            ),
+        )
+    }
+
+    fn switch(&mut self, breakers: &CircuitBreakers, reason: String) -> Option<ProviderSwitch> {
         let next = (self.current + 1..self.providers.len())
             .find(|&i| breakers.allows(&self.providers[i].name))?;
         let from = self.current().name.clone();
@@ -170,13 +338,13 @@ impl ProviderChain {
         Some(ProviderSwitch {
             from,
             to: self.current().name.clone(),
-            reason: format!("{} ({})", err.message, err.code),
+            reason,
         })
     }
 
     /// After a successful call.
-    pub fn on_success(&self, breakers: &CircuitBreakers) {
-        breakers.record_success(&self.current().name);
+    pub async fn on_success(&self, breakers: &CircuitBreakers) {
+        breakers.record_success(&self.current().name).await;
     }
 }
 
@@ -210,20 +378,35 @@ mod tests {
         }
     }
 
-    #[test]
-    fn retryable_errors_walk_the_chain_then_stop() {
+    #[tokio::test]
+    async fn retryable_errors_walk_the_chain_then_stop() {
         let b = CircuitBreakers::default();
         let mut c = ProviderChain::new(&p("a", vec![p("b", vec![]), p("c", vec![])]));
         assert_eq!(c.current().name, "a");
-        assert!(c.on_failure(&err(false, "credentials"), &b).is_none());
+        assert!(c.on_failure(&err(false, "credentials"), &b).await.is_none());
         assert_eq!(c.current().name, "a");
-        let s = c.on_failure(&err(true, "max_retries"), &b).unwrap();
+        let s = c.on_failure(&err(true, "max_retries"), &b).await.unwrap();
         assert_eq!((s.from.as_str(), s.to.as_str()), ("a", "b"));
         assert!(s.reason.contains("max_retries"));
-        c.on_failure(&err(true, "max_retries"), &b).unwrap();
+        c.on_failure(&err(true, "max_retries"), &b).await.unwrap();
         assert_eq!(c.current().name, "c");
-        assert!(c.on_failure(&err(true, "max_retries"), &b).is_none());
-        assert!(c.on_failure(&err(true, "context_overflow"), &b).is_none());
+        assert!(c.on_failure(&err(true, "max_retries"), &b).await.is_none());
+        assert!(
+            c.on_failure(&err(true, "context_overflow"), &b)
+                .await
+                .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_timeout_moves_to_the_next_provider() {
+        let b = CircuitBreakers::default();
+        let mut c = ProviderChain::new(&p("a", vec![p("b", vec![])]));
+        let s = c.on_timeout(Duration::from_secs(120), &b).await.unwrap();
+        assert_eq!((s.from.as_str(), s.to.as_str()), ("a", "b"));
+        assert!(s.reason.contains("120s"), "{}", s.reason);
+        // The last provider has nowhere to go.
+        assert!(c.on_timeout(Duration::from_secs(120), &b).await.is_none());
     }
 
     #[tokio::test(start_paused = true)]
@@ -232,17 +415,93 @@ mod tests {
             failure_threshold: 2,
             open_for: Duration::from_secs(30),
         });
-        b.record_failure("a");
+        b.record_failure("a").await;
         assert!(b.allows("a"));
-        b.record_failure("a");
+        b.record_failure("a").await;
         assert!(b.is_open("a"));
+        assert_eq!(
+            b.open_circuits(),
+            [("a".to_string(), Duration::from_secs(30))]
+        );
         let mut c = ProviderChain::new(&p("a", vec![p("b", vec![])]));
-        let s = c.skip_open(&b).unwrap();
+        let s = c.skip_open(&b).await.unwrap();
         assert_eq!(s.to, "b");
         assert!(s.reason.contains("circuit breaker open"));
         tokio::time::advance(Duration::from_secs(31)).await;
         assert!(b.allows("a"));
-        b.record_success("a");
+        assert!(b.open_circuits().is_empty());
+        b.record_success("a").await;
         assert!(b.allows("a"));
+    }
+
+    /// A shared state in memory, as two processes would see one table.
+    #[derive(Default)]
+    struct Table(Mutex<HashMap<String, (u32, Option<Instant>)>>);
+
+    #[async_trait]
+    impl SharedBreakerState for Table {
+        async fn load(&self, providers: &[String]) -> Result<Vec<SharedBreaker>, String> {
+            let g = self.0.lock().unwrap();
+            Ok(providers
+                .iter()
+                .filter_map(|p| g.get(p).map(|(n, until)| shared(p, *n, *until)))
+                .collect())
+        }
+        async fn record_failure(
+            &self,
+            provider: &str,
+            config: BreakerConfig,
+        ) -> Result<SharedBreaker, String> {
+            let mut g = self.0.lock().unwrap();
+            let e = g.entry(provider.to_string()).or_default();
+            e.0 += 1;
+            if e.0 >= config.failure_threshold {
+                e.1 = Some(Instant::now() + config.open_for);
+            }
+            Ok(shared(provider, e.0, e.1))
+        }
+        async fn record_success(&self, provider: &str) -> Result<(), String> {
+            self.0.lock().unwrap().remove(provider);
+            Ok(())
+        }
+    }
+
+    fn shared(provider: &str, n: u32, until: Option<Instant>) -> SharedBreaker {
+        SharedBreaker {
+            provider: provider.into(),
+            consecutive_failures: n,
+            open_for: until
+                .map(|u| u.saturating_duration_since(Instant::now()))
+                .filter(|d| !d.is_zero()),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_in_one_process_open_the_circuit_in_another() {
+        let table: Arc<Table> = Arc::default();
+        let config = BreakerConfig {
+            failure_threshold: 2,
+            open_for: Duration::from_secs(60),
+        };
+        let pod_1 = CircuitBreakers::new(config).with_shared(table.clone());
+        let pod_2 = CircuitBreakers::new(config).with_shared(table.clone());
+        pod_1.record_failure("a").await;
+        // One failure each: together they reach the threshold.
+        pod_2.record_failure("a").await;
+        assert!(pod_2.is_open("a"));
+        assert!(!pod_1.is_open("a"), "pod 1 has not looked yet");
+
+        let mut c = ProviderChain::new(&p("a", vec![p("b", vec![])]));
+        let s = c
+            .skip_open(&pod_1)
+            .await
+            .expect("pod 1 skips the open circuit");
+        assert_eq!(s.to, "b");
+
+        // A success anywhere closes it everywhere.
+        pod_2.record_success("a").await;
+        let mut c = ProviderChain::new(&p("a", vec![p("b", vec![])]));
+        assert!(c.skip_open(&pod_1).await.is_none());
+        assert!(pod_1.allows("a"));
     }
 }

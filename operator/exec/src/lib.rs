@@ -11,6 +11,7 @@
 //! | [`notify`] | Slack notifications of sessions that start and end, threaded per alert |
 //! | [`plan`] | Chain → the state machine's plan; one execution's resolved configuration |
 //! | [`admission`] | submit and chat admission rules, the masked session row |
+//! | [`breakers`] | provider circuit breakers shared through the store (every runner pod, every process) |
 //! | [`chat`] | a chat answer's rows, start and end |
 //! | [`context`] | previous stages, synthesis input and chat history, built from the store |
 //! | [`ids`] | stage and execution ids, the chat stage's name |
@@ -25,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+pub mod breakers;
 pub mod chat;
 pub mod context;
 pub mod error;

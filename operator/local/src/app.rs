@@ -14,7 +14,6 @@ use tarsy_api::{
 use tarsy_config::{Config, EnvSecretResolver, Placement};
 use tarsy_core::{EventPublisher, McpServerConfig};
 use tarsy_engine::LlmClient;
-use tarsy_engine::fallback::CircuitBreakers;
 use tarsy_events::EventHub;
 use tarsy_exec::admission::NoToolCatalog;
 use tarsy_exec::notify::{SlackNotifier, SlackSettings};
@@ -280,7 +279,11 @@ impl LocalApp {
             mcp: Arc::new(mcp),
             mcp_configs,
             publisher: publisher.clone(),
-            breakers: Arc::new(CircuitBreakers::default()),
+            breakers: tarsy_exec::breakers::shared_breakers(
+                &store,
+                tarsy_exec::breakers::LOCAL_SCOPE,
+                &config.defaults,
+            ),
             runbooks: Arc::new(runbook_source(&config.defaults.runbook_domains)),
         };
         let rt = Arc::new(Runtime {

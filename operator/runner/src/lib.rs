@@ -40,7 +40,6 @@ use kube::api::{Api, ListParams};
 use tarsy_core::{EventPublisher, ExecutionKind, ExecutionStatus, TokenUsage};
 use tarsy_crds::{AgentExecution, ExecutionPhase, LLMProvider, MCPServer};
 use tarsy_engine::ExecutionResult;
-use tarsy_engine::fallback::CircuitBreakers;
 use tarsy_exec::chat::Answer;
 use tarsy_exec::runbook::runbook_source;
 use tarsy_exec::{AgentInput, Assignment, Launcher, LlmRouter, context, ids};
@@ -240,8 +239,13 @@ pub async fn run(
         )),
         mcp_configs: prepared.mcp_configs,
         publisher: publisher.clone(),
-        // Shared by the fallbacks of this execution's calls.
-        breakers: Arc::new(CircuitBreakers::default()),
+        // Shared with every other pod calling the namespace's providers:
+        // failures earlier executions saw open the circuit for this one.
+        breakers: tarsy_exec::breakers::shared_breakers(
+            &store,
+            &options.namespace,
+            &prepared.defaults,
+        ),
         runbooks: Arc::new(runbook_source(&prepared.defaults.runbook_domains)),
     };
     let deadline = deadline_of(spec.deadline.as_ref(), prepared.defaults.session_timeout);

@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+mod breakers;
 mod chats;
 mod db;
 mod error;
@@ -38,6 +39,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
+pub use breakers::BreakerState;
 pub use db::{BackendKind, REPLACEMENT, storable_json, storable_text};
 pub use error::{Result, StoreError};
 pub use events::{EventNotification, NOTIFY_PAYLOAD_LIMIT, StoreTx};

@@ -71,7 +71,9 @@ struct Run {
     db_url: String,
     db: Option<TestDatabase>,
     store: Store,
-    /// Extra environment of the operator.
+    /// Where the LLM scripts are (pods read them at the same path).
+    script_dir: PathBuf,
+    /// The operator's environment besides the defaults of every scenario.
     controller_env: Vec<(String, String)>,
     _lock: Option<tokio::sync::MutexGuard<'static, ()>>,
 }
@@ -160,7 +162,8 @@ impl Run {
         Self::start_with(name, script, manifests, &[]).await
     }
 
-    /// [`Run::start`] with extra operator environment.
+    /// [`Run::start`] with extra environment for the operator (which hands
+    /// its defaults on to the runners).
     async fn start_with(
         name: &'static str,
         script: &str,
@@ -269,11 +272,12 @@ spec:
             db_url,
             db,
             store,
-            controller: None,
+            script_dir,
             controller_env: controller_env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            controller: None,
             _lock: lock,
         };
         run.start_controller();
@@ -355,6 +359,15 @@ spec:
             llm_service_addr: None,
             log: self.dir.join("controller.log"),
         }));
+    }
+
+    /// Writes another LLM script where pods read them; returns its path.
+    fn write_script(&self, file: &str, content: &str) -> PathBuf {
+        let path = self
+            .script_dir
+            .join(format!("cluster-e2e-{}-{file}", self.name));
+        std::fs::write(&path, content).unwrap();
+        path
     }
 
     fn alerts(&self) -> Api<Alert> {
@@ -1259,5 +1272,129 @@ async fn operator_restart_mid_session_completes_without_duplicates() {
         .filter(|e| e.event_type == TimelineEventType::FinalAnalysis)
         .count();
     assert_eq!(finals, 2, "{timeline:#?}");
+    run.finish().await;
+}
+
+/// The fallback provider's answers (the scenario's `{provider}`): every
+/// session replays its script from the start.
+const BREAKER_SCRIPT: &str = r#"
+sequential:
+- chunks:
+  - {kind: text, content: "Backup provider: the disk filled with rotated logs."}
+  - {kind: usage, input_tokens: 40, output_tokens: 8}
+"#;
+
+/// A primary provider that fails every call with a retryable error.
+const FLAKY_SCRIPT: &str = r#"
+sequential:
+- chunks:
+  - {kind: error, message: "provider overloaded", code: max_retries, retryable: true}
+- chunks:
+  - {kind: error, message: "provider overloaded", code: max_retries, retryable: true}
+"#;
+
+/// Two consecutive executions in separate runner pods: the first sees the
+/// primary provider fail (and falls back), which opens its circuit in the
+/// shared store; the second goes straight to the fallback provider without
+/// calling the primary at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_circuit_opened_by_one_runner_sends_the_next_straight_to_the_fallback() {
+    let run = Run::start_with(
+        "breaker",
+        BREAKER_SCRIPT,
+        "",
+        &[("TARSY_CIRCUIT_BREAKER_THRESHOLD", "1")],
+    )
+    .await;
+    let flaky = run.write_script("flaky.yaml", FLAKY_SCRIPT);
+    let manifests = format!(
+        r#"
+apiVersion: tarsy.dev/v1alpha1
+kind: LLMProvider
+metadata: {{name: breaker-flaky}}
+spec: {{type: scripted, model: flaky-model, script: "{flaky}", fallback: [scripted-breaker]}}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {{name: looker}}
+spec: {{description: looks, customInstructions: "Find the cause."}}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {{name: breaker-chain}}
+spec:
+  alertTypes: [Flaky]
+  llmProvider: breaker-flaky
+  executiveSummaryProvider: scripted-breaker
+  iterationStrategy: langchain
+  sessionTimeout: 5m
+  stages:
+  - name: look
+    agents: [{{name: looker}}]
+"#,
+        flaky = flaky.display()
+    );
+    apply_yaml(&run.client, &run.ns, &manifests).await;
+
+    let providers_called = async |uid: &str| -> Vec<String> {
+        let trace = run.store.session_trace(uid).await.unwrap();
+        trace
+            .stages
+            .iter()
+            .flat_map(|s| &s.executions)
+            .flat_map(|e| &e.llm_interactions)
+            .map(|i| i.provider.clone())
+            .collect()
+    };
+    let fallbacks = async |uid: &str| -> Vec<String> {
+        run.store
+            .session_timeline(uid)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.event_type == TimelineEventType::ProviderFallback)
+            .map(|e| e.content)
+            .collect()
+    };
+
+    let first = run.create_alert("a1", "Flaky").await;
+    let done = run.wait_phase(&first, AlertPhase::Completed, 120).await;
+    let uid = done.uid().unwrap();
+    assert_eq!(
+        providers_called(&uid).await,
+        ["breaker-flaky", "scripted-breaker"],
+        "{}",
+        run.diagnose(&first).await
+    );
+    let moves = fallbacks(&uid).await;
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert!(moves[0].contains("provider overloaded"), "{moves:?}");
+    let open = tarsy_exec::breakers::open_circuits(&run.store)
+        .await
+        .unwrap();
+    assert_eq!(
+        open.iter()
+            .map(|c| (c.scope.as_str(), c.provider.as_str()))
+            .collect::<Vec<_>>(),
+        [(run.ns.as_str(), "breaker-flaky")],
+        "the first execution opened the shared circuit"
+    );
+
+    let second = run.create_alert("a2", "Flaky").await;
+    let done = run.wait_phase(&second, AlertPhase::Completed, 120).await;
+    let uid = done.uid().unwrap();
+    assert_eq!(
+        providers_called(&uid).await,
+        ["scripted-breaker"],
+        "the second execution must not call the open provider: {}",
+        run.diagnose(&second).await
+    );
+    let moves = fallbacks(&uid).await;
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert!(moves[0].contains("circuit breaker open"), "{moves:?}");
+    assert_eq!(
+        done.status.unwrap().final_analysis.as_deref(),
+        Some("Backup provider: the disk filled with rotated logs.")
+    );
     run.finish().await;
 }

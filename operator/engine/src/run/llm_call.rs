@@ -165,8 +165,13 @@ impl Run<'_> {
             .map(|_| ())
     }
 
-    /// One LLM call with provider fallback; every attempt is recorded.
+    /// One LLM call with provider fallback; every attempt is recorded. A
+    /// provider that fails with a retryable error, or gives no answer within
+    /// the iteration timeout, hands the call to the next provider of the
+    /// chain (after a timeout with a fresh iteration timeout: the hung
+    /// provider used all of it).
     pub async fn call(&mut self, req: &CallRequest<'_>) -> Result<LlmResponse, CallError> {
+        let mut deadline = req.deadline;
         loop {
             let provider = self.chain.current().clone();
             let messages = match &req.messages {
@@ -182,7 +187,7 @@ impl Run<'_> {
                     req.tools.to_vec(),
                     &req.target,
                     &req.event_metadata,
-                    req.deadline,
+                    deadline,
                 )
                 .await;
             observe(&provider, started.elapsed(), &outcome);
@@ -197,19 +202,32 @@ impl Run<'_> {
             .await?;
             match outcome {
                 Ok(resp) => {
-                    self.chain.on_success(&self.ctx.breakers);
+                    self.chain.on_success(&self.ctx.breakers).await;
                     if let Some(u) = &resp.usage {
                         self.usage.add(u);
                     }
                     return Ok(resp);
                 }
-                Err(CallError::Llm(e)) => match self.chain.on_failure(&e, &self.ctx.breakers) {
-                    Some(switch) => {
-                        self.fallback_event(&switch).await?;
-                        continue;
+                Err(CallError::Llm(e)) => {
+                    match self.chain.on_failure(&e, &self.ctx.breakers).await {
+                        Some(switch) => {
+                            self.fallback_event(&switch).await?;
+                            continue;
+                        }
+                        None => return Err(CallError::Llm(e)),
                     }
-                    None => return Err(CallError::Llm(e)),
-                },
+                }
+                Err(CallError::IterationTimeout) => {
+                    let timeout = self.ctx.config.iteration_timeout;
+                    match self.chain.on_timeout(timeout, &self.ctx.breakers).await {
+                        Some(switch) => {
+                            self.fallback_event(&switch).await?;
+                            deadline = self.iteration_deadline();
+                            continue;
+                        }
+                        None => return Err(CallError::IterationTimeout),
+                    }
+                }
                 Err(other) => return Err(other),
             }
         }

@@ -130,7 +130,7 @@ impl<'a> Run<'a> {
                 names.join(", ")
             )));
         }
-        if let Some(switch) = self.chain.skip_open(&self.ctx.breakers) {
+        if let Some(switch) = self.chain.skip_open(&self.ctx.breakers).await {
             self.fallback_event(&switch).await?;
         }
         let strategy = self.ctx.config.iteration_strategy;

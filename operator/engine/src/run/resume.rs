@@ -146,7 +146,7 @@ impl Run<'_> {
         {
             self.unavailable_event(f).await?;
         }
-        if let Some(switch) = self.chain.skip_open(&self.ctx.breakers) {
+        if let Some(switch) = self.chain.skip_open(&self.ctx.breakers).await {
             self.fallback_event(&switch).await?;
         }
 

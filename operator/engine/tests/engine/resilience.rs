@@ -65,6 +65,45 @@ async fn a_timeout_followed_by_success_resets_the_streak() {
     assert_eq!(result.iterations, 4);
 }
 
+/// A hung provider with a fallback: the call moves to the fallback when the
+/// iteration timeout passes, instead of failing the execution after two
+/// timeouts without ever trying it.
+#[tokio::test]
+async fn a_hung_provider_falls_back_on_the_iteration_timeout() {
+    let h = Harness::new().await;
+    h.script.push(ScriptedResponse::hang());
+    h.script
+        .push(ScriptedResponse::text("Answer from the fallback."));
+    let mut cfg = config(IterationStrategy::NativeThinking, 5);
+    cfg.iteration_timeout = Duration::from_millis(300);
+    cfg.llm_provider.fallback = vec![provider("secondary")];
+    let breakers = Arc::new(CircuitBreakers::new(BreakerConfig {
+        failure_threshold: 1,
+        open_for: Duration::from_secs(60),
+    }));
+    let mut ctx = h.ctx(cfg);
+    ctx.breakers = breakers.clone();
+    let result = run_agent(ctx, None).await;
+    assert_eq!(result.status, ExecutionStatus::Completed, "{result:?}");
+    assert_eq!(
+        result.final_analysis.as_deref(),
+        Some("Answer from the fallback.")
+    );
+    let reqs = h.script.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].model(), "primary-model");
+    assert_eq!(reqs[1].model(), "secondary-model");
+    let fb = &h.events_of(T::ProviderFallback)[0];
+    assert_eq!(fb.metadata["from"], "primary");
+    assert_eq!(fb.metadata["to"], "secondary");
+    assert!(fb.content.contains("iteration timeout"), "{}", fb.content);
+    assert!(
+        h.events_of(T::Error).is_empty(),
+        "the iteration succeeded on the fallback"
+    );
+    assert!(breakers.is_open("primary"), "the hang counts as a failure");
+}
+
 #[tokio::test]
 async fn slow_tools_time_out_the_iteration() {
     let tools = default_tools().with_delay("k8s.pods_list", Duration::from_secs(30));
