@@ -221,6 +221,8 @@ export interface Health {
   status: 'healthy' | 'degraded' | 'unhealthy';
   version: string;
   database: { status: string; backend: string; sessions_in_progress?: number; error?: string };
+  /** Services the API depends on besides its database (cluster mode: `kubernetes`). */
+  dependencies?: Record<string, { status: string; checked_at: string; error?: string }>;
   mcp: { healthy: boolean; servers: Record<string, { healthy: boolean; checked_at: string; error?: string }> };
   warnings: {
     id: string;

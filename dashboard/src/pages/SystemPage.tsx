@@ -1,3 +1,4 @@
+import { Fragment } from 'react';
 import { useQuery } from '@tanstack/react-query';
 import { api } from '../api/client';
 import { formatTime } from '../components/format';
@@ -30,6 +31,15 @@ export function SystemPage() {
               {h.database.error ? ` (${h.database.error})` : ''}
               {h.database.sessions_in_progress !== undefined ? `, ${h.database.sessions_in_progress} sessions in progress` : ''}
             </dd>
+            {Object.entries(h.dependencies ?? {}).map(([name, d]) => (
+              <Fragment key={name}>
+                <dt>{name === 'kubernetes' ? 'Kubernetes API' : name}</dt>
+                <dd>
+                  {d.status}
+                  {d.error ? ` (${d.error})` : ''}, checked {formatTime(d.checked_at)}
+                </dd>
+              </Fragment>
+            ))}
             <dt>Live connections</dt>
             <dd>
               {h.websocket.connections} WebSockets, {h.websocket.subscriptions} subscriptions

@@ -50,3 +50,30 @@ pub trait McpHealthSource: Send + Sync {
     /// Server name → last check.
     fn statuses(&self) -> std::collections::BTreeMap<String, McpServerHealth>;
 }
+
+/// Reachability of one service the API depends on besides its database (in
+/// cluster mode: the Kubernetes API).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DependencyHealth {
+    /// `ok` or `error`.
+    pub status: String,
+    /// When it was last checked.
+    pub checked_at: chrono::DateTime<chrono::Utc>,
+    /// Why it is unreachable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl DependencyHealth {
+    /// Whether the last check reached it.
+    pub fn is_ok(&self) -> bool {
+        self.status == "ok"
+    }
+}
+
+/// Source of the dependencies `/health` reports (checked in the background:
+/// `/health` never waits on them).
+pub trait DependencyHealthSource: Send + Sync {
+    /// Dependency name → last check.
+    fn dependencies(&self) -> std::collections::BTreeMap<String, DependencyHealth>;
+}

@@ -147,9 +147,17 @@ pub(crate) async fn health(State(api): State<AppState>) -> Response {
         .map(|h| h.statuses())
         .unwrap_or_default();
     let mcp_healthy = servers.values().all(|s| s.healthy);
+    let dependencies = api
+        .dependencies
+        .as_ref()
+        .map(|d| d.dependencies())
+        .unwrap_or_default();
+    let dependencies_ok = dependencies.values().all(|d| d.is_ok());
+    // Only the database makes the API unusable (503, out of the Service);
+    // the rest is degraded service worth a look.
     let status = if !db_ok {
         "unhealthy"
-    } else if !warnings.is_empty() || !mcp_healthy {
+    } else if !warnings.is_empty() || !mcp_healthy || !dependencies_ok {
         "degraded"
     } else {
         "healthy"
@@ -158,6 +166,7 @@ pub(crate) async fn health(State(api): State<AppState>) -> Response {
         "status": status,
         "version": env!("CARGO_PKG_VERSION"),
         "database": database,
+        "dependencies": dependencies,
         "mcp": {"healthy": mcp_healthy, "servers": servers},
         "warnings": warnings,
         "websocket": {

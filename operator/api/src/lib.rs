@@ -37,8 +37,8 @@ use tarsy_store::Store;
 
 pub use control::{
     AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission,
-    McpHealthSource, McpServerHealth, NewAlert, SessionControl, SubmitError, SystemWarning,
-    SystemWarningsSource,
+    DependencyHealth, DependencyHealthSource, McpHealthSource, McpServerHealth, NewAlert,
+    SessionControl, SubmitError, SystemWarning, SystemWarningsSource,
 };
 pub use dashboard::{Asset, Dashboard};
 pub use error::{ApiError, ApiResult};
@@ -116,6 +116,7 @@ pub struct Api {
     config: ApiConfig,
     warnings: Option<Arc<dyn SystemWarningsSource>>,
     mcp_health: Option<Arc<dyn McpHealthSource>>,
+    dependencies: Option<Arc<dyn DependencyHealthSource>>,
     ws_connections: AtomicUsize,
 }
 
@@ -129,6 +130,7 @@ impl Api {
             config,
             warnings: None,
             mcp_health: None,
+            dependencies: None,
             ws_connections: AtomicUsize::new(0),
         }
     }
@@ -142,6 +144,12 @@ impl Api {
     /// Shows this MCP health snapshot in `/health`.
     pub fn with_mcp_health(mut self, health: Arc<dyn McpHealthSource>) -> Self {
         self.mcp_health = Some(health);
+        self
+    }
+
+    /// Reports these dependencies (e.g. the Kubernetes API) in `/health`.
+    pub fn with_dependencies(mut self, dependencies: Arc<dyn DependencyHealthSource>) -> Self {
+        self.dependencies = Some(dependencies);
         self
     }
 

@@ -11,6 +11,11 @@
 //!   Alert, with the same deterministic names, labels and Postgres ids as the
 //!   operator's executions; the operator runs its pod, the runner answers.
 //!
+//! [`health::ClusterHealth`] is what `/health` reports besides the
+//! database: MCP servers' `lastHealth`, warnings (failed servers, open
+//! circuit breakers, an unreachable Kubernetes API) and the Kubernetes API's
+//! reachability, checked in the background.
+//!
 //! The namespace's configuration (Chain, Agent, MCPServer, LLMProvider) is
 //! listed on every request instead of being cached by watches: submissions
 //! are rare, a list is cheap, and a Chain applied a moment before an alert is
@@ -19,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod chat;
+pub mod health;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -18,6 +18,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tarsy_api::ApiConfig;
 use tarsy_cluster_control::KubeSessionControl;
+use tarsy_cluster_control::health::ClusterHealth;
 use tarsy_config::Defaults;
 use tarsy_core::{ExecutionKind, ExecutionStatus, SessionStatus};
 use tarsy_crds::{AgentExecution, Alert, ExecutionPhase};
@@ -30,6 +31,7 @@ const NS: &str = "default";
 /// The API served over HTTP on cluster-mode control, with the namespace's
 /// configuration in the emulator.
 struct Env {
+    health: Arc<ClusterHealth>,
     _emu: Emulator,
     _dir: PathBuf,
     db: TestDatabase,
@@ -189,13 +191,21 @@ async fn env() -> Env {
     let hub = tarsy_events::EventHub::start(store.clone());
     let control = KubeSessionControl::new(client.clone(), store.clone(), NS, Defaults::default())
         .with_publisher(hub.publisher());
-    let router = tarsy_api::Api::new(hub, Arc::new(control), ApiConfig::default()).router();
+    // `/health` as `tarsy api` serves it.
+    let health = ClusterHealth::new(client.clone(), store.clone(), NS);
+    health.refresh().await;
+    let router = tarsy_api::Api::new(hub, Arc::new(control), ApiConfig::default())
+        .with_mcp_health(health.clone())
+        .with_warnings(health.clone())
+        .with_dependencies(health.clone())
+        .router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move {
         let _ = axum::serve(listener, router).into_future().await;
     });
     Env {
+        health,
         _emu: emu,
         _dir: dir,
         db,
@@ -622,5 +632,89 @@ async fn runner_answers_the_chat_and_frees_the_chat() {
 
     let (status, out) = env.post(&chat_path, json!({"content": "and now?"})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{out}");
+    env.shutdown().await;
+}
+
+/// `/health` in cluster mode: MCP servers' health as the operator recorded
+/// it in `MCPServer.status.lastHealth`, a warning for a server that failed
+/// and for an LLM provider whose shared circuit breaker is open, and the
+/// Kubernetes API's reachability.
+#[tokio::test]
+async fn health_shows_mcp_servers_open_breakers_and_the_kubernetes_api() {
+    let env = env().await;
+    let (status, body) = env.get("/health").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "healthy", "{body}");
+    assert_eq!(body["dependencies"]["kubernetes"]["status"], "ok", "{body}");
+
+    let servers: Api<tarsy_crds::MCPServer> = Api::namespaced(env.client.clone(), NS);
+    for (name, healthy, message) in [
+        ("prometheus", false, Some("connection refused")),
+        ("grafana", true, None),
+    ] {
+        create::<tarsy_crds::MCPServer>(
+            &env.client,
+            json!({"apiVersion": "tarsy.dev/v1alpha1", "kind": "MCPServer",
+                   "metadata": {"name": name},
+                   "spec": {"url": format!("http://{name}.example:8080/mcp")}}),
+        )
+        .await;
+        servers
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"lastHealth": {
+                    "healthy": healthy, "checkedAt": "2026-11-22T01:00:00Z", "message": message}}})),
+            )
+            .await
+            .unwrap();
+    }
+    // Three failures in a row in some runner pod of namespace "team-a".
+    for _ in 0..3 {
+        env.store
+            .record_breaker_failure("team-a", "gemini", 3, Duration::from_secs(60))
+            .await
+            .unwrap();
+    }
+    env.health.refresh().await;
+
+    let (status, body) = env.get("/health").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "degraded", "{body}");
+    assert_eq!(body["mcp"]["healthy"], false);
+    assert_eq!(body["mcp"]["servers"]["grafana"]["healthy"], true);
+    assert_eq!(body["mcp"]["servers"]["prometheus"]["healthy"], false);
+    assert_eq!(
+        body["mcp"]["servers"]["prometheus"]["error"],
+        "connection refused"
+    );
+    let warnings = body["warnings"].as_array().unwrap();
+    let by_category =
+        |c: &str| -> Vec<&Value> { warnings.iter().filter(|w| w["category"] == c).collect() };
+    let mcp = by_category("mcp_health");
+    assert_eq!(mcp.len(), 1, "{warnings:?}");
+    assert_eq!(mcp[0]["server_id"], "prometheus");
+    assert_eq!(mcp[0]["details"], "connection refused");
+    let breakers = by_category("llm_circuit_breaker");
+    assert_eq!(breakers.len(), 1, "{warnings:?}");
+    let message = breakers[0]["message"].as_str().unwrap();
+    assert!(message.contains("gemini"), "{message}");
+
+    // An API server that does not answer: reported, not fatal.
+    let dead = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let unreachable = ClusterHealth::new(Client::try_from(dead).unwrap(), env.store.clone(), NS);
+    unreachable.refresh().await;
+    use tarsy_api::{DependencyHealthSource, SystemWarningsSource};
+    let deps = unreachable.dependencies();
+    assert_eq!(deps["kubernetes"].status, "error");
+    assert!(deps["kubernetes"].error.is_some());
+    assert!(
+        unreachable
+            .warnings()
+            .iter()
+            .any(|w| w.category == "kubernetes"),
+        "{:?}",
+        unreachable.warnings()
+    );
     env.shutdown().await;
 }

@@ -140,19 +140,22 @@ impl CircuitBreakers {
         !self.allows(provider)
     }
 
-    /// The providers whose circuit is open now, with the time left.
-    pub fn open_circuits(&self) -> Vec<(String, Duration)> {
+    /// The circuits open now as this process sees them, by provider name
+    /// (`open_for` is the time left).
+    pub fn open_circuits(&self) -> Vec<SharedBreaker> {
         let now = Instant::now();
-        let mut open: Vec<(String, Duration)> = self
+        let mut open: Vec<SharedBreaker> = self
             .lock()
             .iter()
             .filter_map(|(p, b)| {
-                b.open_until
-                    .filter(|u| *u > now)
-                    .map(|u| (p.clone(), u - now))
+                b.open_until.filter(|u| *u > now).map(|u| SharedBreaker {
+                    provider: p.clone(),
+                    consecutive_failures: b.consecutive_failures,
+                    open_for: Some(u - now),
+                })
             })
             .collect();
-        open.sort();
+        open.sort_by(|a, b| a.provider.cmp(&b.provider));
         open
     }
 
@@ -421,7 +424,11 @@ mod tests {
         assert!(b.is_open("a"));
         assert_eq!(
             b.open_circuits(),
-            [("a".to_string(), Duration::from_secs(30))]
+            [SharedBreaker {
+                provider: "a".into(),
+                consecutive_failures: 2,
+                open_for: Some(Duration::from_secs(30)),
+            }]
         );
         let mut c = ProviderChain::new(&p("a", vec![p("b", vec![])]));
         let s = c.skip_open(&b).await.unwrap();

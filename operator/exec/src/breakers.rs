@@ -123,6 +123,20 @@ impl OpenCircuit {
     }
 }
 
+/// The circuits `breakers` (this process's view) has open now, in `scope`.
+pub fn open_in_process(breakers: &CircuitBreakers, scope: &str) -> Vec<OpenCircuit> {
+    breakers
+        .open_circuits()
+        .into_iter()
+        .map(|b| OpenCircuit {
+            scope: scope.to_string(),
+            provider: b.provider,
+            consecutive_failures: b.consecutive_failures,
+            open_for: b.open_for.unwrap_or_default(),
+        })
+        .collect()
+}
+
 /// Every circuit open now, in every scope (system warnings).
 pub async fn open_circuits(store: &Store) -> Result<Vec<OpenCircuit>, tarsy_store::StoreError> {
     let now = Utc::now();

@@ -178,11 +178,12 @@ impl McpHealthSource for McpHealth {
     }
 }
 
-/// `/health`'s warnings: the MCP health monitor's, plus the configuration
-/// problems found at start.
+/// `/health`'s warnings: the MCP health monitor's, the configuration
+/// problems found at start, and the LLM providers whose circuit is open.
 struct Warnings {
     monitor: Arc<SystemWarnings>,
     startup: Vec<SystemWarning>,
+    breakers: Arc<tarsy_engine::fallback::CircuitBreakers>,
 }
 
 impl SystemWarningsSource for Warnings {
@@ -196,6 +197,19 @@ impl SystemWarningsSource for Warnings {
             server_id: w.server_id,
             created_at: w.created_at,
         }));
+        let scope = tarsy_exec::breakers::LOCAL_SCOPE;
+        all.extend(
+            tarsy_exec::breakers::open_in_process(&self.breakers, scope)
+                .into_iter()
+                .map(|c| SystemWarning {
+                    id: format!("llm-breaker-{}", c.provider),
+                    category: "llm_circuit_breaker".into(),
+                    message: c.message(),
+                    details: c.details(),
+                    server_id: None,
+                    created_at: chrono::Utc::now(),
+                }),
+        );
         all
     }
 }
@@ -385,6 +399,7 @@ impl LocalApp {
                 .with_warnings(Arc::new(Warnings {
                     monitor: system_warnings,
                     startup,
+                    breakers: rt.launcher.breakers.clone(),
                 }))
                 .router();
                 let stop = api_stop.clone();

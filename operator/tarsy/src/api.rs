@@ -12,6 +12,11 @@ use anyhow::Context as _;
 use clap::Args;
 use tarsy_api::{Api, ApiConfig};
 use tarsy_cluster_control::KubeSessionControl;
+use tarsy_cluster_control::health::ClusterHealth;
+
+/// How often `/health`'s cluster checks (Kubernetes API, MCP servers'
+/// health, open circuit breakers) run.
+const HEALTH_INTERVAL: Duration = Duration::from_secs(15);
 
 /// Where a pod finds its own namespace.
 const IN_CLUSTER_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
@@ -66,6 +71,10 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         .await
         .context("connecting to the Kubernetes API")?;
     let hub = tarsy_events::EventHub::start(store.clone());
+    let health = ClusterHealth::new(client.clone(), store.clone(), namespace.clone());
+    // The first snapshot before serving: the first probe sees real values.
+    health.refresh().await;
+    let health_task = health.spawn(HEALTH_INTERVAL);
     let view =
         crate::dashboard::ClusterView::new(client.clone(), namespace.clone(), defaults.clone());
     let control = Arc::new(
@@ -80,7 +89,11 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         cluster_objects: Some(view),
         ..ApiConfig::default()
     };
-    let router = Api::new(hub, control, config).router();
+    let router = Api::new(hub, control, config)
+        .with_mcp_health(health.clone())
+        .with_warnings(health.clone())
+        .with_dependencies(health)
+        .router();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -114,6 +127,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
             server.abort();
         }
     }
+    health_task.abort();
     // Not `store.close()`: it would wait for the event hub's LISTEN
     // connection, which lives as long as the process.
     tracing::info!("stopped");
