@@ -56,6 +56,9 @@ pub mod runner_env {
     pub const POD_NAME: &str = "TARSY_POD_NAME";
     /// The pod's namespace (downward API).
     pub const POD_NAMESPACE: &str = "TARSY_POD_NAMESPACE";
+    /// The token sent with runbook downloads to private repositories (from
+    /// a Secret, never a value; local mode reads the same variable).
+    pub const RUNBOOK_TOKEN: &str = "TARSY_RUNBOOK_GITHUB_TOKEN";
 }
 
 /// The environment variable through which the runner receives the value of

@@ -105,6 +105,10 @@ hands them on to investigation pods), so that all of them see one configuration.
 {{- define "tarsy.systemEnv" -}}
 - name: TARSY_KUBERNETES_MCP_IMAGE
   value: {{ .Values.kubernetesMcpServer.image | quote }}
+- name: TARSY_RUNBOOK_DOMAINS
+  value: {{ join "," .Values.runbooks.allowedDomains | quote }}
+- name: TARSY_RUNBOOK_TOKEN_DOMAINS
+  value: {{ join "," .Values.runbooks.tokenDomains | quote }}
 - name: TARSY_CIRCUIT_BREAKER_THRESHOLD
   value: {{ .Values.circuitBreaker.failureThreshold | quote }}
 - name: TARSY_CIRCUIT_BREAKER_OPEN_FOR

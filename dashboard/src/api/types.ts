@@ -128,7 +128,7 @@ export interface SessionDetail {
   cluster?: AlertObject;
 }
 
-/** An MCP server the agent could not use, say: the answer may be incomplete. */
+/** An MCP server the agent could not use or a runbook it could not fetch, say: the answer may be incomplete. */
 export interface SessionWarning {
   kind: string;
   message: string;

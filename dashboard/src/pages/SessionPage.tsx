@@ -163,7 +163,7 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
       {detail.warnings.length > 0 && (
         <section className="card" aria-labelledby="warnings-title">
           <h2 id="warnings-title">Warnings</h2>
-          <p className="warning">This investigation ran without some of its tools; its answer may be incomplete.</p>
+          <p className="warning">This investigation ran with less than it was configured with (some of its tools or its runbook); its answer may be incomplete.</p>
           <ul>
             {detail.warnings.map((w) => (
               <li key={w.event_id}>{w.message}</li>

@@ -22,7 +22,7 @@ use tarsy_store::{
 };
 
 use crate::control::{
-    CancelError, CancelOutcome, ChatError, ChatSubmission, NewAlert, SubmitError,
+    CancelError, CancelOutcome, ChatError, ChatSubmission, NewAlert, SubmitError, SystemWarning,
 };
 use crate::error::{ApiError, ApiPath, ApiResult};
 use crate::system::{AlertObject, ExecutionObject, SessionObjects, SystemConfiguration};
@@ -136,11 +136,29 @@ pub(crate) async fn health(State(api): State<AppState>) -> Response {
             json!({"status": "error", "backend": backend_name(&api), "error": "no answer within 5 s"}),
         ),
     };
-    let warnings = api
+    let mut warnings = api
         .warnings
         .as_ref()
         .map(|w| w.warnings())
         .unwrap_or_default();
+    // Warnings any process raised through the store (a runner pod that could
+    // not fetch a runbook, say); a database problem is `database`'s to report.
+    if db_ok
+        && let Ok(Ok(stored)) = tokio::time::timeout(
+            HEALTH_DB_TIMEOUT,
+            api.store.active_system_warnings(chrono::Utc::now()),
+        )
+        .await
+    {
+        warnings.extend(stored.into_iter().map(|w| SystemWarning {
+            id: w.id,
+            category: w.category,
+            message: w.message,
+            details: w.details,
+            server_id: None,
+            created_at: w.updated_at,
+        }));
+    }
     let servers = api
         .mcp_health
         .as_ref()

@@ -19,6 +19,7 @@
 //! | `TARSY_ALERT_MASKING_GROUP` | `alertMasking.patternGroup` | `security` |
 //! | `TARSY_MAX_CONCURRENT_SESSIONS` | `maxConcurrentSessions` | 5 |
 //! | `TARSY_RUNBOOK_DOMAINS` | `runbookDomains` (comma-separated) | `github.com,raw.githubusercontent.com` |
+//! | `TARSY_RUNBOOK_TOKEN_DOMAINS` | `runbookTokenDomains` (comma-separated) | `github.com,raw.githubusercontent.com` |
 //! | `TARSY_CIRCUIT_BREAKER_THRESHOLD` | `circuitBreaker.failureThreshold` | 3 |
 //! | `TARSY_CIRCUIT_BREAKER_OPEN_FOR` | `circuitBreaker.openFor` | `60s` |
 //! | `TARSY_KUBERNETES_MCP_IMAGE` | `kubernetesMcpImage` (cluster mode) | [`DEFAULT_KUBERNETES_MCP_IMAGE`] |
@@ -60,6 +61,10 @@ pub struct Defaults {
     pub max_concurrent_sessions: u32,
     /// Hosts runbooks may be fetched from (exact names or `*.domain`).
     pub runbook_domains: Vec<String>,
+    /// Hosts the runbook token (`TARSY_RUNBOOK_GITHUB_TOKEN`, never part of
+    /// these defaults) is sent to; private GitHub repositories by default,
+    /// a GitHub Enterprise host when set.
+    pub runbook_token_domains: Vec<String>,
     /// LLM provider circuit breakers: failures in a row (across every
     /// process sharing the store) that open a provider's circuit.
     pub breaker_failure_threshold: u32,
@@ -96,6 +101,7 @@ impl Default for Defaults {
             alert_masking: AlertMaskingConfig::default(),
             max_concurrent_sessions: DEFAULT_MAX_CONCURRENT_SESSIONS,
             runbook_domains: DEFAULT_RUNBOOK_DOMAINS.map(String::from).to_vec(),
+            runbook_token_domains: DEFAULT_RUNBOOK_DOMAINS.map(String::from).to_vec(),
             breaker_failure_threshold: DEFAULT_BREAKER_FAILURE_THRESHOLD,
             breaker_open_for: DEFAULT_BREAKER_OPEN_FOR,
             kubernetes_mcp_image: DEFAULT_KUBERNETES_MCP_IMAGE.to_string(),
@@ -153,6 +159,9 @@ pub struct DefaultsSpec {
     /// Hosts runbooks may be fetched from (replaces the built-in list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runbook_domains: Option<Vec<String>>,
+    /// Hosts the runbook token is sent to (replaces the built-in list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runbook_token_domains: Option<Vec<String>>,
     /// LLM provider circuit breakers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub circuit_breaker: Option<CircuitBreakerSpec>,
@@ -207,12 +216,22 @@ pub mod env {
     pub const MAX_CONCURRENT_SESSIONS: &str = "TARSY_MAX_CONCURRENT_SESSIONS";
     /// Runbook hosts, comma-separated.
     pub const RUNBOOK_DOMAINS: &str = "TARSY_RUNBOOK_DOMAINS";
+    /// Hosts the runbook token goes to, comma-separated.
+    pub const RUNBOOK_TOKEN_DOMAINS: &str = "TARSY_RUNBOOK_TOKEN_DOMAINS";
     /// Circuit breaker threshold.
     pub const CIRCUIT_BREAKER_THRESHOLD: &str = "TARSY_CIRCUIT_BREAKER_THRESHOLD";
     /// Circuit breaker open period.
     pub const CIRCUIT_BREAKER_OPEN_FOR: &str = "TARSY_CIRCUIT_BREAKER_OPEN_FOR";
     /// Image of the built-in Kubernetes MCP server's sidecar.
     pub const KUBERNETES_MCP_IMAGE: &str = "TARSY_KUBERNETES_MCP_IMAGE";
+}
+
+fn comma_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 impl DefaultsSpec {
@@ -271,13 +290,8 @@ impl DefaultsSpec {
                 get(env::MAX_CONCURRENT_SESSIONS),
                 &mut errors,
             ),
-            runbook_domains: get(env::RUNBOOK_DOMAINS).map(|v| {
-                v.split(',')
-                    .map(str::trim)
-                    .filter(|d| !d.is_empty())
-                    .map(String::from)
-                    .collect()
-            }),
+            runbook_domains: get(env::RUNBOOK_DOMAINS).map(|v| comma_list(&v)),
+            runbook_token_domains: get(env::RUNBOOK_TOKEN_DOMAINS).map(|v| comma_list(&v)),
             circuit_breaker: {
                 let failure_threshold = parse(
                     env::CIRCUIT_BREAKER_THRESHOLD,
@@ -345,6 +359,10 @@ impl Defaults {
                 self.max_concurrent_sessions.to_string(),
             ),
             (env::RUNBOOK_DOMAINS, self.runbook_domains.join(",")),
+            (
+                env::RUNBOOK_TOKEN_DOMAINS,
+                self.runbook_token_domains.join(","),
+            ),
             (
                 env::CIRCUIT_BREAKER_THRESHOLD,
                 self.breaker_failure_threshold.to_string(),
@@ -428,6 +446,9 @@ impl Defaults {
         if let Some(domains) = &spec.runbook_domains {
             self.runbook_domains = domains.clone();
         }
+        if let Some(domains) = &spec.runbook_token_domains {
+            self.runbook_token_domains = domains.clone();
+        }
         if let Some(b) = &spec.circuit_breaker {
             match b.failure_threshold {
                 Some(0) => errors.push((
@@ -498,6 +519,7 @@ mod tests {
                     env::ALERT_MASKING_GROUP => "basic",
                     env::MAX_CONCURRENT_SESSIONS => "3",
                     env::RUNBOOK_DOMAINS => "wiki.example.com, *.docs.example.com",
+                    env::RUNBOOK_TOKEN_DOMAINS => "github.example.com",
                     env::KUBERNETES_MCP_IMAGE => "registry.example.com/k8s-mcp:1",
                     env::CIRCUIT_BREAKER_THRESHOLD => "1",
                     env::CIRCUIT_BREAKER_OPEN_FOR => "5m",
@@ -523,6 +545,7 @@ mod tests {
             ["wiki.example.com", "*.docs.example.com"]
         );
         assert_eq!(d.kubernetes_mcp_image, "registry.example.com/k8s-mcp:1");
+        assert_eq!(d.runbook_token_domains, ["github.example.com"]);
         assert_eq!(d.breaker_failure_threshold, 1);
         assert_eq!(d.breaker_open_for, Duration::from_secs(300));
     }

@@ -255,6 +255,17 @@ pub mod error_kind {
     pub const MCP_SERVER_UNAVAILABLE: &str = "mcp_server_unavailable";
     /// Listing the agent's tools failed or timed out.
     pub const TOOL_LIST_ERROR: &str = "tool_list_error";
+    /// The alert's runbook could not be fetched; the agent worked from the
+    /// default runbook.
+    pub const RUNBOOK_UNAVAILABLE: &str = "runbook_unavailable";
+    /// The alert's runbook was larger than the limit; the agent saw only
+    /// its beginning.
+    pub const RUNBOOK_TRUNCATED: &str = "runbook_truncated";
     /// The kinds that degrade an investigation.
-    pub const DEGRADED: &[&str] = &[MCP_SERVER_UNAVAILABLE, TOOL_LIST_ERROR];
+    pub const DEGRADED: &[&str] = &[
+        MCP_SERVER_UNAVAILABLE,
+        TOOL_LIST_ERROR,
+        RUNBOOK_UNAVAILABLE,
+        RUNBOOK_TRUNCATED,
+    ];
 }

@@ -27,6 +27,18 @@ pub struct ChatContext {
     pub investigation_context: String,
 }
 
+/// Something found before the run started that the timeline shows (as an
+/// `error` event whose `metadata.kind` is `kind`), e.g. a runbook that could
+/// not be fetched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionWarning {
+    /// Machine-readable kind (one of `tarsy_core::error_kind`), e.g.
+    /// `runbook_unavailable`.
+    pub kind: String,
+    /// What happened, for the user.
+    pub message: String,
+}
+
 /// Everything one agent execution needs. Build it with [`ExecutionContext::new`]
 /// and set the optional fields directly.
 pub struct ExecutionContext {
@@ -42,6 +54,8 @@ pub struct ExecutionContext {
     pub alert_data: String,
     /// Runbook text, already fetched (`None`: no runbook section).
     pub runbook_content: Option<String>,
+    /// Problems met while preparing the run, recorded on the timeline first.
+    pub warnings: Vec<ExecutionWarning>,
     /// Resolved agent configuration: strategy, provider (with fallbacks),
     /// iteration budget and timeout, servers, custom instructions.
     pub config: ResolvedAgentConfig,
@@ -92,6 +106,7 @@ impl ExecutionContext {
             alert_type: alert_type.into(),
             alert_data: alert_data.into(),
             runbook_content: None,
+            warnings: Vec::new(),
             config,
             mcp_servers: Vec::new(),
             failed_servers: Vec::new(),

@@ -51,6 +51,6 @@ mod tokens;
 mod tools;
 mod window;
 
-pub use execution::{ChatContext, ExecutionContext, ExecutionResult, run_agent};
+pub use execution::{ChatContext, ExecutionContext, ExecutionResult, ExecutionWarning, run_agent};
 pub use llm::{GrpcLlmClient, LlmClient};
 pub use tools::{InMemoryToolExecutor, ToolError, ToolExecutor};

@@ -155,11 +155,15 @@ impl Launcher {
         {
             tracing::warn!(%execution_id, error = %e, "cannot mark the execution active");
         }
+        let mut warnings = Vec::new();
         let runbook = if a.input.uses_runbook() {
             let resolved = self.runbooks.resolve(a.runbook_url.as_deref()).await;
             if let Some(w) = &resolved.warning {
-                tracing::warn!(session_id = %a.scope.session_id, warning = %w, "runbook not used");
+                tracing::warn!(session_id = %a.scope.session_id, warning = %w, "runbook not (fully) used");
             }
+            warnings.extend(
+                crate::runbook::report(&self.store, a.runbook_url.as_deref(), &resolved).await,
+            );
             Some(resolved.content)
         } else {
             None
@@ -207,6 +211,7 @@ impl Launcher {
             self.publisher.clone(),
         );
         ctx.runbook_content = runbook;
+        ctx.warnings = warnings;
         ctx.mcp_servers = a
             .config
             .mcp_servers

@@ -298,7 +298,10 @@ impl LocalApp {
                 tarsy_exec::breakers::LOCAL_SCOPE,
                 &config.defaults,
             ),
-            runbooks: Arc::new(runbook_source(&config.defaults.runbook_domains)),
+            runbooks: Arc::new(runbook_source(
+                &config.defaults,
+                tarsy_exec::runbook::token_from_env(),
+            )),
         };
         let rt = Arc::new(Runtime {
             store: store.clone(),

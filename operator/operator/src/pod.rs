@@ -56,6 +56,9 @@ pub struct PodSettings {
     pub default_service_account: String,
     /// Secret key holding the Postgres URL.
     pub database_url_secret: SecretKeyRef,
+    /// Secret key holding the runbook token (private runbook repositories);
+    /// it must exist in every namespace investigations run in.
+    pub runbook_token_secret: Option<SecretKeyRef>,
     /// Address of the LLM service, e.g. `http://tarsy-llm:50051`.
     pub llm_service_addr: String,
     /// First port given to stdio bridges (ports used by container servers are skipped).
@@ -86,6 +89,7 @@ impl PodSettings {
                 name: "tarsy-database".into(),
                 key: "url".into(),
             },
+            runbook_token_secret: None,
             llm_service_addr: "http://tarsy-llm-service:50051".into(),
             bridge_port_base: 9100,
             bin_copy_command: vec![
@@ -215,6 +219,9 @@ pub fn build_pod(inputs: &PodInputs<'_>, settings: &PodSettings) -> Result<Pod, 
         field_env(env::POD_NAME, "metadata.name"),
         field_env(env::POD_NAMESPACE, "metadata.namespace"),
     ];
+    if let Some(r) = &settings.runbook_token_secret {
+        runner_env.push(secret_env(env::RUNBOOK_TOKEN, r));
+    }
     let mut runner_mounts = Vec::new();
     let mut endpoints = Vec::new();
     let mut bridge_ports = Vec::new();

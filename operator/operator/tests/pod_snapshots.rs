@@ -249,6 +249,46 @@ fn no_secret_value_is_inlined() {
     assert_eq!(secret_refs, 4);
 }
 
+/// The runbook token reaches the runner from its Secret, never as a value.
+#[test]
+fn the_runbook_token_comes_from_its_secret() {
+    let ae = execution();
+    let mut settings = PodSettings::new("img");
+    settings.runbook_token_secret = Some(SecretKeyRef {
+        name: "runbook-token".into(),
+        key: "token".into(),
+    });
+    let servers = BTreeMap::new();
+    let pod = build_pod(
+        &PodInputs {
+            execution: &ae,
+            alert_name: "pod-crash",
+            servers: &servers,
+            service_account: None,
+            deadline_seconds: 60,
+        },
+        &settings,
+    )
+    .unwrap();
+    let env = pod.spec.unwrap().containers[0].env.clone().unwrap();
+    let token = env
+        .iter()
+        .find(|e| e.name == "TARSY_RUNBOOK_GITHUB_TOKEN")
+        .expect("runbook token variable");
+    assert!(token.value.is_none());
+    let from = token
+        .value_from
+        .as_ref()
+        .unwrap()
+        .secret_key_ref
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        (from.name.as_str(), from.key.as_str()),
+        ("runbook-token", "token")
+    );
+}
+
 #[test]
 fn owner_reference_and_labels_link_pod_to_execution() {
     let pod = render(&BTreeMap::new(), None);

@@ -246,7 +246,10 @@ pub async fn run(
             &options.namespace,
             &prepared.defaults,
         ),
-        runbooks: Arc::new(runbook_source(&prepared.defaults.runbook_domains)),
+        runbooks: Arc::new(runbook_source(
+            &prepared.defaults,
+            tarsy_exec::runbook::token_from_env(),
+        )),
     };
     let deadline = deadline_of(spec.deadline.as_ref(), prepared.defaults.session_timeout);
     let launched = match input(&store, &publisher, &ae, answer.as_ref()).await {

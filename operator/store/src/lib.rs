@@ -30,6 +30,7 @@ mod stages;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod timeline;
+mod warnings;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -50,6 +51,7 @@ pub use model::{
     SessionSummary, SessionTrace, Stage, StoredEvent, TraceExecution, TraceStage,
 };
 pub use stages::{StageAggregate, aggregate_stage_status};
+pub use warnings::StoredWarning;
 
 use db::Db;
 

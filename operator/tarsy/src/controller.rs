@@ -39,6 +39,11 @@ pub struct ControllerArgs {
         default_value = "tarsy-database/url"
     )]
     database_secret: String,
+    /// Secret holding the runbook token (private runbook repositories) as
+    /// NAME/KEY, passed to investigation pods from the Secret (which must
+    /// exist in every namespace investigations run in).
+    #[arg(long, env = "TARSY_RUNBOOK_TOKEN_SECRET")]
+    runbook_token_secret: Option<String>,
     /// Address of the LLM service, as runners and the operator's own
     /// executive summary calls reach it.
     #[arg(
@@ -102,10 +107,6 @@ pub struct ControllerArgs {
 /// Runs the operator until it fails or loses leadership.
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let defaults = crate::process::defaults_from_env()?;
-    let (secret_name, secret_key) = args
-        .database_secret
-        .split_once('/')
-        .context("--database-secret must be NAME/KEY")?;
 
     let mut pod = PodSettings::new(args.image.clone());
     if let Some(img) = args.mcp_runtime_image {
@@ -113,11 +114,15 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     }
     pod.image_pull_policy = args.image_pull_policy;
     pod.default_service_account = args.investigator_service_account;
-    pod.database_url_secret = SecretKeyRef {
-        name: secret_name.to_string(),
-        key: secret_key.to_string(),
-    };
+    pod.database_url_secret = secret_key_ref("--database-secret", &args.database_secret)?;
     pod.llm_service_addr = args.llm_service_addr;
+    // Empty: no token (the chart passes the flag only with a Secret, but an
+    // empty environment variable means the same).
+    pod.runbook_token_secret = args
+        .runbook_token_secret
+        .filter(|r| !r.trim().is_empty())
+        .map(|r| secret_key_ref("--runbook-token-secret", &r))
+        .transpose()?;
 
     let identity = args
         .identity
@@ -155,4 +160,37 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     tarsy_operator::run(client, store, settings)
         .await
         .context("operator stopped")
+}
+
+/// A `NAME/KEY` flag value as a Secret key reference.
+fn secret_key_ref(flag: &str, value: &str) -> anyhow::Result<SecretKeyRef> {
+    match value.trim().split_once('/') {
+        Some((name, key)) if !name.is_empty() && !key.is_empty() && !key.contains('/') => {
+            Ok(SecretKeyRef {
+                name: name.to_string(),
+                key: key.to_string(),
+            })
+        }
+        _ => anyhow::bail!("{flag} must be NAME/KEY, not {value:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::secret_key_ref;
+
+    #[test]
+    fn secret_flags_are_name_slash_key() {
+        let r = secret_key_ref("--runbook-token-secret", "runbook-token/token").unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.key.as_str()),
+            ("runbook-token", "token")
+        );
+        for bad in ["runbook-token", "/token", "runbook-token/", "a/b/c"] {
+            assert!(
+                secret_key_ref("--runbook-token-secret", bad).is_err(),
+                "{bad}"
+            );
+        }
+    }
 }

@@ -422,6 +422,28 @@ async fn session_detail_nests_stages_and_executions(store: Store) {
     );
     assert_eq!(stages[0]["executions"][0]["status"], "completed");
     assert_eq!(stages[1]["executions"][0]["id"], c.as_str());
+    assert_eq!(detail["warnings"], json!([]));
+
+    // A runbook the agent could not use degraded the investigation: it is
+    // among the session's warnings; other errors are not.
+    for (seq, kind) in [(1, "runbook_unavailable"), (2, "some_other_error")] {
+        store
+            .create_timeline_event(NewTimelineEvent {
+                scope: scope(&id, &s1, &a),
+                sequence_number: seq,
+                event_type: TimelineEventType::Error,
+                status: TimelineEventStatus::Completed,
+                content: format!("{kind} happened"),
+                metadata: json!({"kind": kind}),
+            })
+            .await
+            .unwrap();
+    }
+    let (_, detail) = app.get(&format!("/api/v1/sessions/{id}")).await;
+    let warnings = detail["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{detail}");
+    assert_eq!(warnings[0]["kind"], "runbook_unavailable");
+    assert_eq!(warnings[0]["execution_id"], a.as_str());
 }
 
 async fn timeline_is_ordered_and_404s(store: Store) {
@@ -894,6 +916,38 @@ async fn health_reports_database_mcp_and_warnings(store: Store) {
     assert_eq!(body["database"]["status"], "error");
 }
 
+/// A warning any process raised through the store (a runner pod whose
+/// runbook fetch failed) is on every API replica's `/health` until cleared.
+async fn health_shows_warnings_raised_through_the_store(store: Store) {
+    let app = TestApp::start(store.clone()).await;
+    store
+        .raise_system_warning(
+            "runbook:https://github.com/acme/runbooks/blob/main/oom.md",
+            "runbook",
+            "Runbook https://github.com/acme/runbooks/blob/main/oom.md could not be fetched",
+            "HTTP status client error (404 Not Found)",
+            std::time::Duration::from_secs(3600),
+        )
+        .await
+        .unwrap();
+    let (status, body) = app.get("/health").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "degraded", "{body}");
+    assert_eq!(body["warnings"][0]["category"], "runbook");
+    assert!(
+        body["warnings"][0]["details"]
+            .as_str()
+            .unwrap()
+            .contains("404")
+    );
+    store
+        .clear_system_warning("runbook:https://github.com/acme/runbooks/blob/main/oom.md")
+        .await
+        .unwrap();
+    let (_, body) = app.get("/health").await;
+    assert_eq!(body["status"], "healthy", "{body}");
+}
+
 async fn unknown_routes_are_json_404s(store: Store) {
     let app = TestApp::start(store).await;
     let (status, body) = app.get("/api/v1/nothing-here").await;
@@ -914,6 +968,7 @@ on_both_backends!(
     cancel_outcomes,
     chat_lifecycle,
     health_reports_database_mcp_and_warnings,
+    health_shows_warnings_raised_through_the_store,
     unknown_routes_are_json_404s,
     nul_in_any_input_is_never_a_500,
     every_error_is_json_and_names_the_problem,

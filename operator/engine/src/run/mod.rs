@@ -118,6 +118,13 @@ impl<'a> Run<'a> {
     }
 
     async fn prepare(&mut self, prev_stage_context: Option<&str>) -> Result<(), Stop> {
+        // Problems met while preparing the run (a runbook that could not be
+        // fetched) come first. Only here: a resumed run goes on from the
+        // conversation its first attempt built, runbook and all.
+        for w in &self.ctx.warnings {
+            self.error_event(&w.message, json!({"kind": w.kind}))
+                .await?;
+        }
         let unavailable = self.list_tools().await?;
         for f in &unavailable {
             self.unavailable_event(f).await?;

@@ -50,7 +50,7 @@ pub use source::{
     CachingRunbookSource, ResolvedRunbook, Runbook, RunbookError, RunbookFetcher, RunbookOrigin,
     RunbookSettings, default_runbook,
 };
-pub use url::{DomainAllowList, RunbookUrl, resolve_runbook_url};
+pub use url::{DomainAllowList, RunbookUrl, resolve_runbook_url, url_for_display};
 
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::url::{DomainAllowList, resolve_runbook_url};
+use super::url::{DomainAllowList, hide_queries, resolve_runbook_url, url_for_display};
 use crate::prompt::assets;
 
 /// Why a runbook could not be used.
@@ -175,6 +175,8 @@ impl<F: RunbookFetcher> CachingRunbookSource<F> {
     /// Fail-open resolution for an alert: no URL → the default runbook; a
     /// usable URL → its content; any error → the default runbook and a
     /// warning saying why. A truncated runbook is used, with a warning.
+    /// Warnings show the URL without its query string (see
+    /// [`url_for_display`]); the caller logs and records them.
     pub async fn resolve(&self, url: Option<&str>) -> ResolvedRunbook {
         let Some(url) = url.map(str::trim).filter(|u| !u.is_empty()) else {
             return self.fallback(None);
@@ -184,18 +186,17 @@ impl<F: RunbookFetcher> CachingRunbookSource<F> {
                 warning: runbook.truncated.then(|| {
                     format!(
                         "Runbook {} is larger than {} bytes and was truncated",
-                        url, self.settings.max_bytes
+                        url_for_display(url),
+                        self.settings.max_bytes
                     )
                 }),
                 content: runbook.content,
                 origin: RunbookOrigin::Url(runbook.fetch_url),
             },
-            Err(error) => {
-                tracing::warn!(runbook_url = %url, %error, "runbook unavailable; using the default runbook");
-                self.fallback(Some(format!(
-                    "Runbook unavailable, using the default runbook: {error}"
-                )))
-            }
+            Err(error) => self.fallback(Some(hide_queries(
+                &format!("Runbook unavailable, using the default runbook: {error}"),
+                url,
+            ))),
         }
     }
 

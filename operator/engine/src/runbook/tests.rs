@@ -237,6 +237,39 @@ async fn failures_fall_back_to_the_default_with_a_warning_and_are_not_cached() {
     assert_eq!(fetcher.calls().len(), 2);
 }
 
+/// A query string may carry a credential: warnings never show it, whether
+/// the error quotes the URL as given or as fetched.
+#[tokio::test]
+async fn warnings_show_urls_without_their_query_string() {
+    let url = "https://wiki.example.com/rb/oom?token=s3cret#steps";
+    let fetched = "https://wiki.example.com/rb/oom?token=s3cret";
+    let fetcher = MemoryFetcher::with(&[(fetched, Err("HTTP 500"))]);
+    let src = CachingRunbookSource::new(
+        fetcher.clone(),
+        RunbookSettings {
+            allowed_domains: DomainAllowList::new(["wiki.example.com"]),
+            ..RunbookSettings::default()
+        },
+    );
+    let warning = src.resolve(Some(url)).await.warning.unwrap();
+    assert!(
+        warning.contains("https://wiki.example.com/rb/oom"),
+        "{warning}"
+    );
+    assert!(!warning.contains("s3cret"), "{warning}");
+    assert_eq!(fetcher.calls(), [fetched]);
+
+    let denied = source(MemoryFetcher::default())
+        .resolve(Some("https://metadata.internal/x?sig=s3cret"))
+        .await;
+    assert!(!denied.warning.unwrap().contains("s3cret"));
+    let invalid = source(MemoryFetcher::default())
+        .resolve(Some("ftp://files.example.com/rb?sig=s3cret"))
+        .await;
+    assert!(!invalid.warning.unwrap().contains("s3cret"));
+    assert_eq!(url_for_display(url), "https://wiki.example.com/rb/oom");
+}
+
 #[tokio::test]
 async fn disallowed_domains_are_never_fetched() {
     let fetcher = MemoryFetcher::default();

@@ -83,6 +83,31 @@ pub fn resolve_runbook_url(url: &str) -> Result<RunbookUrl, RunbookError> {
     })
 }
 
+/// `url` without its query string and fragment, as messages and logs show
+/// it: a runbook URL's query may carry a credential (`?token=`, a signed
+/// link).
+pub fn url_for_display(url: &str) -> &str {
+    let url = url.trim();
+    &url[..url.find(['?', '#']).unwrap_or(url.len())]
+}
+
+/// `text` with runbook `url` — as given and as fetched — shown without its
+/// query string and fragment.
+pub(super) fn hide_queries(text: &str, url: &str) -> String {
+    let mut urls = vec![url.trim().to_string()];
+    urls.extend(resolve_runbook_url(url).ok().map(|t| t.fetch_url));
+    // The longest first: the fetch URL may be a prefix of the given one.
+    urls.sort_by_key(|u| std::cmp::Reverse(u.len()));
+    let mut text = text.to_string();
+    for u in &urls {
+        let shown = url_for_display(u);
+        if shown.len() < u.len() {
+            text = text.replace(u.as_str(), shown);
+        }
+    }
+    text
+}
+
 /// Lowercase host of an authority, without port (IPv6 brackets kept).
 fn host_of(authority: &str) -> String {
     let host = if authority.starts_with('[') {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tarsy_core::{
     ExecutionStatus, IterationStrategy, TimelineEvent, TimelineEventStatus, TimelineEventType as T,
 };
-use tarsy_engine::run_agent;
+use tarsy_engine::{ExecutionWarning, run_agent};
 use tarsy_scripted_llm::ScriptedResponse;
 
 use crate::common::{Harness, config, default_tools, eventually};
@@ -160,5 +160,50 @@ async fn a_react_action_in_flight_is_reissued() {
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[1].metadata["retried"], true);
     assert_eq!(h.events_of(T::FinalAnalysis).len(), 1);
+    assert_numbered_once(&h.events());
+}
+
+/// Problems met before the run (a runbook that could not be fetched) are
+/// recorded first, as `error` events of their kind; a resumed run goes on
+/// from the conversation its first attempt built and does not say them
+/// again.
+#[tokio::test]
+async fn warnings_are_recorded_once_and_not_again_on_resume() {
+    let h = Harness::new().await;
+    h.script
+        .push(ScriptedResponse::tool_call("a", "k8s.pods_list", "{}"));
+    h.script
+        .push(ScriptedResponse::text("The pod is OOMK").then_hang());
+    h.script
+        .push(ScriptedResponse::text("The pod is OOMKilled."));
+    let warned = || {
+        let mut ctx = h.ctx(config(IterationStrategy::NativeThinking, 5));
+        ctx.warnings = vec![ExecutionWarning {
+            kind: "runbook_unavailable".into(),
+            message: "Runbook unavailable, using the default runbook: 404".into(),
+        }];
+        ctx
+    };
+    let task = tokio::spawn(run_agent(warned(), None));
+    eventually(|| {
+        h.events_of(T::LlmResponse)
+            .iter()
+            .any(|e| e.status == TimelineEventStatus::Streaming)
+    })
+    .await;
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    let first = h.events();
+    assert_eq!(first[0].event_type, T::Error, "{first:#?}");
+    assert_eq!(first[0].metadata["kind"], "runbook_unavailable");
+
+    let result = run_agent(warned(), None).await;
+    assert_eq!(result.status, ExecutionStatus::Completed, "{result:?}");
+    let said: Vec<_> = h
+        .events_of(T::Error)
+        .into_iter()
+        .filter(|e| e.metadata["kind"] == "runbook_unavailable")
+        .collect();
+    assert_eq!(said.len(), 1, "{said:#?}");
     assert_numbered_once(&h.events());
 }
