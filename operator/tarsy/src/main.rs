@@ -144,21 +144,35 @@ const PAYLOAD_LOGGERS: [&str; 7] = [
     "tower",
 ];
 
-/// `RUST_LOG` (or `default_level`) with [`PAYLOAD_LOGGERS`] capped at info.
+/// `RUST_LOG`, else `default_level`.
 fn log_filter(rust_log: Option<&str>, default_level: &str) -> tracing_subscriber::EnvFilter {
-    let mut filter = rust_log
+    rust_log
         .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_level));
-    for target in PAYLOAD_LOGGERS {
-        if let Ok(directive) = format!("{target}=info").parse() {
-            filter = filter.add_directive(directive);
-        }
-    }
-    filter
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_level))
+}
+
+/// Keeps [`PAYLOAD_LOGGERS`] at info or less verbose, on top of
+/// [`log_filter`]. A second filter rather than `target=info` directives:
+/// those would also *raise* them to info under a quieter level (`warn` for
+/// `tarsy investigate`, whose stderr must stay empty).
+fn payload_cap() -> tracing_subscriber::filter::FilterFn<impl Fn(&tracing::Metadata<'_>) -> bool> {
+    tracing_subscriber::filter::filter_fn(|m| {
+        *m.level() <= tracing::Level::INFO || !is_payload_logger(m.target())
+    })
+}
+
+fn is_payload_logger(target: &str) -> bool {
+    PAYLOAD_LOGGERS.iter().any(|p| {
+        target
+            .strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+    })
 }
 
 fn init_logging(json: bool, default_level: &str) {
     use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref(), default_level);
     let colour = std::io::stderr().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
@@ -167,9 +181,9 @@ fn init_logging(json: bool, default_level: &str) {
         .with_ansi(colour)
         .with_writer(std::io::stderr);
     if json {
-        builder.json().init();
+        builder.json().finish().with(payload_cap()).init();
     } else {
-        builder.init();
+        builder.finish().with(payload_cap()).init();
     }
 }
 
@@ -185,31 +199,44 @@ fn crdgen(out: &std::path::Path) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod log_tests {
-    use super::log_filter;
+    use super::{log_filter, payload_cap};
     use tracing::Level;
+    use tracing_subscriber::layer::SubscriberExt as _;
 
-    fn enabled(rust_log: &str, target_trace: bool) -> bool {
+    /// What is enabled under `RUST_LOG=rust_log` (unset: `None`) and
+    /// `default_level`: rmcp at trace, rmcp at info, ours at trace.
+    fn enabled(rust_log: Option<&str>, default_level: &str) -> (bool, bool, bool) {
         let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(log_filter(Some(rust_log), "info"))
+            .with_env_filter(log_filter(rust_log, default_level))
             .with_writer(std::io::sink)
-            .finish();
+            .finish()
+            .with(payload_cap());
         tracing::subscriber::with_default(subscriber, || {
-            if target_trace {
-                tracing::enabled!(target: "rmcp::transport::streamable_http_client", Level::TRACE)
-            } else {
-                tracing::enabled!(target: "tarsy_engine::run", Level::TRACE)
-            }
+            (
+                tracing::enabled!(target: "rmcp::transport::streamable_http_client", Level::TRACE),
+                tracing::enabled!(target: "rmcp::service", Level::INFO),
+                tracing::enabled!(target: "tarsy_engine::run", Level::TRACE),
+            )
         })
     }
 
     #[test]
     fn payload_loggers_stay_at_info_whatever_rust_log_says() {
         for rust_log in ["trace", "rmcp=trace", "trace,rmcp=trace"] {
-            assert!(
-                !enabled(rust_log, true),
-                "rmcp traces with RUST_LOG={rust_log}"
-            );
+            let (rmcp_trace, rmcp_info, _) = enabled(Some(rust_log), "info");
+            assert!(!rmcp_trace, "rmcp traces with RUST_LOG={rust_log}");
+            assert!(rmcp_info, "rmcp info is kept with RUST_LOG={rust_log}");
         }
-        assert!(enabled("trace", false), "our own trace logs still work");
+        assert!(
+            enabled(Some("trace"), "info").2,
+            "our own trace logs still work"
+        );
+    }
+
+    #[test]
+    fn a_quieter_level_keeps_payload_loggers_quiet_too() {
+        // `tarsy investigate`: warnings only, rmcp's info lines included.
+        assert_eq!(enabled(None, "warn"), (false, false, false));
+        assert_eq!(enabled(Some("warn"), "info"), (false, false, false));
     }
 }
