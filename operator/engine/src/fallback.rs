@@ -203,6 +203,9 @@ impl CircuitBreakers {
     /// had failures; a success on a clean circuit writes nothing).
     pub async fn record_success(&self, provider: &str) {
         let had_failures = self.lock().remove(provider).is_some();
+        if had_failures {
+            tarsy_telemetry::global().llm_circuit(provider, false);
+        }
         if had_failures
             && let Some(shared) = &self.shared
             && let Err(e) = shared.record_success(provider).await
@@ -230,6 +233,7 @@ impl CircuitBreakers {
                 }
             }
         }
+        tarsy_telemetry::global().llm_circuit(provider, self.is_open(provider));
     }
 }
 
@@ -412,6 +416,23 @@ mod tests {
         assert!(c.on_timeout(Duration::from_secs(120), &b).await.is_none());
     }
 
+    /// The breaker's state is in the process's metrics (a provider name no
+    /// other test uses: the metrics are process-wide).
+    #[tokio::test]
+    async fn an_open_circuit_shows_in_the_metrics() {
+        let gauge = "tarsy_llm_circuit_open{provider=\"gauge-provider\"}";
+        let b = CircuitBreakers::new(BreakerConfig {
+            failure_threshold: 1,
+            open_for: Duration::from_secs(30),
+        });
+        b.record_failure("gauge-provider").await;
+        let metrics = tarsy_telemetry::global().encode("");
+        assert!(metrics.contains(&format!("{gauge} 1")), "{metrics}");
+        b.record_success("gauge-provider").await;
+        let metrics = tarsy_telemetry::global().encode("");
+        assert!(metrics.contains(&format!("{gauge} 0")), "{metrics}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn breaker_opens_after_threshold_and_half_opens_later() {
         let b = CircuitBreakers::new(BreakerConfig {
@@ -422,6 +443,9 @@ mod tests {
         assert!(b.allows("a"));
         b.record_failure("a").await;
         assert!(b.is_open("a"));
+        let gauge = |provider: &str| format!("tarsy_llm_circuit_open{{provider=\"{provider}\"}}");
+        let metrics = tarsy_telemetry::global().encode("");
+        assert!(metrics.contains(&format!("{} 1", gauge("a"))), "{metrics}");
         assert_eq!(
             b.open_circuits(),
             [SharedBreaker {
