@@ -17,6 +17,7 @@ pub mod admission;
 pub mod alertmanager;
 pub mod auth;
 pub mod builtins;
+mod error;
 pub mod resources;
 pub mod server;
 pub mod sink;

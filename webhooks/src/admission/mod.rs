@@ -21,11 +21,11 @@ use axum::routing::post;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::Status;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tarsy_crds::{Agent, Alert, Chain, LLMProvider, MCPServer};
 
 use crate::builtins::Builtins;
+use crate::error::error;
 use crate::resources::{ReadError, ResourceReader};
 pub use checks::{Findings, ReferencePolicy, Snapshot};
 use checks::{Reviewed, config_findings};
@@ -76,33 +76,6 @@ pub fn router(state: AdmissionState) -> Router {
         .route(VALIDATE_PATH, post(validate))
         .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
         .with_state(state)
-}
-
-/// The error body every TARSy HTTP endpoint answers with: a stable code
-/// and a message naming the problem.
-#[derive(Serialize)]
-struct ErrorBody {
-    error: &'static str,
-    message: String,
-}
-
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    let code = match status {
-        StatusCode::UNAUTHORIZED => "unauthorized",
-        StatusCode::FORBIDDEN => "forbidden",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
-        s if s.is_server_error() => "internal",
-        _ => "bad_request",
-    };
-    (
-        status,
-        Json(ErrorBody {
-            error: code,
-            message: message.into(),
-        }),
-    )
-        .into_response()
 }
 
 async fn validate(State(state): State<AdmissionState>, body: Bytes) -> Response {

@@ -38,6 +38,7 @@ use tarsy_crds::{AlertSource, AlertSpec, MAX_ALERT_DATA_BYTES};
 use tokio::sync::OnceCell;
 
 use crate::auth::BridgeAuth;
+use crate::error::error;
 use crate::resources::{ReadError, ResourceReader};
 use crate::sink::{
     AlertRecord, AlertSink, CreateOutcome, FINGERPRINT_LABEL, NewAlert, RESOLVED_AT_ANNOTATION,
@@ -240,33 +241,6 @@ pub struct Report {
     pub truncated_alerts: u64,
     /// Per-alert results, in payload order.
     pub results: Vec<AlertResult>,
-}
-
-/// The error body every TARSy HTTP endpoint answers with: a stable code
-/// and a message naming the problem.
-#[derive(Serialize)]
-struct ErrorBody {
-    error: &'static str,
-    message: String,
-}
-
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    let code = match status {
-        StatusCode::UNAUTHORIZED => "unauthorized",
-        StatusCode::FORBIDDEN => "forbidden",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
-        s if s.is_server_error() => "internal",
-        _ => "bad_request",
-    };
-    (
-        status,
-        Json(ErrorBody {
-            error: code,
-            message: message.into(),
-        }),
-    )
-        .into_response()
 }
 
 async fn receive(State(state): State<BridgeState>, headers: HeaderMap, body: Body) -> Response {
