@@ -147,6 +147,7 @@ async fn drive_inner(rt: &Arc<Runtime>, session_id: &str, wake: Arc<Notify>) -> 
         tx,
         summary: None,
         shutting_down: false,
+        interrupted: false,
     };
     run.resume_interrupted(loaded.interrupted).await?;
     run.run(rx, wake).await
@@ -165,6 +166,8 @@ struct SessionRun {
     tx: mpsc::UnboundedSender<Event>,
     summary: Option<JoinHandle<()>>,
     shutting_down: bool,
+    /// The shutdown grace is over and what ran was told to stop.
+    interrupted: bool,
 }
 
 impl SessionRun {
@@ -217,7 +220,13 @@ impl SessionRun {
                         self.view.deadline_passed = true;
                     }
                     _ = shutdown.cancelled(), if !self.shutting_down => self.shutting_down = true,
-                    _ = interrupt.cancelled(), if self.shutting_down => self.on_interrupt(),
+                    // Once: a cancelled token stays ready, and taking it on
+                    // every turn would spin without yielding, starving the
+                    // executions this loop waits for.
+                    _ = interrupt.cancelled(), if self.shutting_down && !self.interrupted => {
+                        self.interrupted = true;
+                        self.on_interrupt();
+                    }
                     _ = heartbeat.tick() => {
                         if let Err(e) = self.rt.store.touch_session(self.session_id()).await {
                             tracing::warn!(session_id = %self.session_id(), error = %e, "heartbeat failed");
