@@ -9,9 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use rmcp::model::{
-    CallToolRequestParams, ClientRequest, JsonObject, PingRequest, ServerResult, Tool,
-};
+use rmcp::model::{CallToolRequestParams, JsonObject, Tool};
 use rmcp::service::ServiceError;
 use rmcp::{ErrorData, Peer, RoleClient};
 use tarsy_core::McpServerConfig;
@@ -381,28 +379,9 @@ impl McpClient {
         })
     }
 
-    /// Pings the server once, without recovery, within `timeout`.
-    pub async fn ping(&self, server: &str, timeout: Duration) -> Result<(), McpError> {
-        let session = self.session(server).await?;
-        let request = ClientRequest::PingRequest(PingRequest::default());
-        match tokio::time::timeout(timeout, session.peer.send_request(request)).await {
-            Ok(Ok(ServerResult::EmptyResult(_))) | Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(McpError::Operation {
-                server: server.to_owned(),
-                operation: "ping".to_owned(),
-                message: transport::error_chain(&e),
-                retried: false,
-            }),
-            Err(_) => Err(McpError::Timeout {
-                server: server.to_owned(),
-                operation: "ping".to_owned(),
-                timeout,
-            }),
-        }
-    }
-
     /// The names of the server's tools as it lists them now (not cached),
-    /// without recovery, within `timeout`.
+    /// without recovery, within `timeout`: the health check (it also tells
+    /// what a selection may name).
     pub async fn tool_names(
         &self,
         server: &str,

@@ -13,7 +13,7 @@ pub struct McpTimeouts {
     pub call: Duration,
     /// Session recreation during recovery (10 s).
     pub reinit: Duration,
-    /// Health check ping (5 s).
+    /// Health check: listing the tools (5 s).
     pub health_ping: Duration,
     /// Health check interval (15 s).
     pub health_interval: Duration,
