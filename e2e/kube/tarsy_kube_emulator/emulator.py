@@ -1017,6 +1017,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 return await self._serve_watch_stream(request, kind, ns, t.name)
             if t.name is None:
                 result = self.list_objects(kind, ns, params.get("labelSelector"), params.get("fieldSelector"))
+                result = tables.maybe_metadata(request, result, is_list=True)
                 return _json(tables.maybe_table(request, kind, result, is_list=True))
             if t.subresource == "log" and _res(kind) == _PODS:
                 return await self._serve_log(kind, ns, t.name, params)
@@ -1025,6 +1026,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             obj = self.get_object(kind, ns, t.name)
             if obj is None:
                 raise errors.not_found(kind.plural, kind.group, t.name)
+            obj = tables.maybe_metadata(request, obj, is_list=False)
             return _json(tables.maybe_table(request, kind, obj, is_list=False))
         # Like the real server: the fieldManager parameter, else the client's User-Agent product.
         manager = params.get("fieldManager") or \
@@ -1131,8 +1133,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
         table = tables.wants_table(request)
 
         async def send(event_type: str, obj: dict[str, Any]) -> None:
-            if table and event_type != "BOOKMARK" and event_type != "ERROR":
-                obj = tables.maybe_table(request, kind, obj, is_list=False)
+            if event_type != "BOOKMARK" and event_type != "ERROR":
+                obj = tables.maybe_metadata(request, obj, is_list=False)
+                if table:
+                    obj = tables.maybe_table(request, kind, obj, is_list=False)
             await resp.write(json.dumps({"type": event_type, "object": obj}).encode() + b"\n")
 
         deadline = time.monotonic() + timeout if timeout else None

@@ -1,5 +1,7 @@
-"""`meta.k8s.io/v1 Table` responses for kubectl's human-readable output (`kubectl get`
-without `-o`): CRD `additionalPrinterColumns`, and a few built-in layouts."""
+"""The `meta.k8s.io/v1` renderings a client can ask for with `Accept: ...;as=...`:
+`Table` for kubectl's human-readable output (`kubectl get` without `-o`; CRD
+`additionalPrinterColumns`, and a few built-in layouts), and `PartialObjectMetadata(List)`
+for metadata-only lists and watches (kube-rs `metadata_watcher`)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,35 @@ import kmock
 from .resources import Kind
 
 
+def _as(request: kmock.Request) -> str | None:
+    """The `as=` parameter of the first Accept media type that has one."""
+    for media in (request.headers.get("Accept") or "").split(","):
+        for param in media.split(";")[1:]:
+            key, _, value = param.strip().partition("=")
+            if key == "as":
+                return value
+    return None
+
+
 def wants_table(request: kmock.Request) -> bool:
-    return "as=Table" in (request.headers.get("Accept") or "")
+    return _as(request) == "Table"
+
+
+def _metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+
+
+def maybe_metadata(request: kmock.Request, body: dict[str, Any], *, is_list: bool) -> dict[str, Any]:
+    """The body as metadata only when the client asked for it, like a real server: a list
+    as `PartialObjectMetadataList`, an object (or a watch event's object) as
+    `PartialObjectMetadata`."""
+    wanted = _as(request)
+    if is_list and wanted == "PartialObjectMetadataList":
+        return {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": body["metadata"],
+                "items": [_metadata_only(o) for o in body["items"]]}
+    if not is_list and wanted == "PartialObjectMetadata":
+        return _metadata_only(body)
+    return body
 
 
 def age(timestamp: str | None) -> str:
@@ -120,7 +149,7 @@ def maybe_table(request: kmock.Request, kind: Kind, body: dict[str, Any], *, is_
         elif include == "None":
             embedded = None
         else:
-            embedded = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+            embedded = _metadata_only(obj)
         row: dict[str, Any] = {"cells": cells(obj)}
         if embedded is not None:
             row["object"] = embedded

@@ -36,9 +36,10 @@ class Api:
         assert code in (200, 201), (code, out)
         return out
 
-    def watch(self, path: str, count: int, timeout: float = 5) -> list[dict[str, Any]]:
+    def watch(self, path: str, count: int, timeout: float = 5, accept: str | None = None) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
-        with urllib.request.urlopen(self.base + path, timeout=timeout) as resp:
+        headers = {"Accept": accept} if accept else {}
+        with urllib.request.urlopen(urllib.request.Request(self.base + path, headers=headers), timeout=timeout) as resp:
             for line in resp:
                 if line.strip():
                     events.append(json.loads(line))
@@ -125,6 +126,34 @@ def test_watch_with_label_selector_sees_objects_enter_and_leave(api):
     api.ok("PATCH", f"{ALERTS}/sel", {"metadata": {"labels": {"team": "c"}}}, "application/merge-patch+json")
     t.join(5)
     assert [e["type"] for e in result] == ["ADDED", "DELETED"]
+
+
+def test_metadata_only_lists_and_watches(api):
+    """kube-rs `metadata_watcher`: lists and watch events carry metadata only."""
+    api.ok("POST", ALERTS, {**alert("m1"), "metadata": {"name": "m1", "labels": {"team": "a"}}})
+    req = urllib.request.Request(api.base + ALERTS, headers={
+        "Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        listed = json.loads(resp.read())
+    assert (listed["kind"], listed["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
+    assert listed["metadata"]["resourceVersion"]
+    [item] = listed["items"]
+    assert item["kind"] == "PartialObjectMetadata" and item["metadata"]["labels"] == {"team": "a"}
+    assert "spec" not in item
+    rv = listed["metadata"]["resourceVersion"]
+    accept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+    result: list[dict[str, Any]] = []
+    t = threading.Thread(target=lambda: result.extend(
+        api.watch(f"{ALERTS}?watch=true&resourceVersion={rv}&timeoutSeconds=3", 1, accept=accept)))
+    t.start()
+    # A status change is an event too (a real server sends one per resourceVersion).
+    api.ok("PATCH", f"{ALERTS}/m1/status", {"status": {"phase": "InProgress"}}, "application/merge-patch+json")
+    t.join(5)
+    [event] = result
+    assert event["type"] == "MODIFIED"
+    assert event["object"]["kind"] == "PartialObjectMetadata" and set(event["object"]) == {"kind", "apiVersion", "metadata"}
+    # Without the media type parameter: whole objects, as before.
+    assert "spec" in api.ok("GET", ALERTS)["items"][0]
 
 
 def test_put_replaces_and_requires_a_resource_version_for_custom_resources(api):

@@ -23,6 +23,17 @@
 //! | `TARSY_CIRCUIT_BREAKER_THRESHOLD` | `circuitBreaker.failureThreshold` | 3 |
 //! | `TARSY_CIRCUIT_BREAKER_OPEN_FOR` | `circuitBreaker.openFor` | `60s` |
 //! | `TARSY_KUBERNETES_MCP_IMAGE` | `kubernetesMcpImage` (cluster mode) | [`DEFAULT_KUBERNETES_MCP_IMAGE`] |
+//! | `TARSY_RETENTION_HIDE_AFTER` | `retention.hideAfter` (`0`: never) | `2160h` |
+//! | `TARSY_RETENTION_PURGE_AFTER` | `retention.purgeAfter` (`0`: never) | `720h` |
+//! | `TARSY_EVENT_TTL` | `retention.eventTtl` (`0`: never) | `24h` |
+//! | `TARSY_RETENTION_INTERVAL` | `retention.interval` | `1h` |
+//! | `TARSY_SLACK_CHANNEL` | `notifications.slack.channel` | unset (no notifications) |
+//! | `TARSY_SLACK_NOTIFY_START` | `notifications.slack.notifyStart` | `false` |
+//! | `TARSY_SLACK_API_URL` | `notifications.slack.apiUrl` | [`DEFAULT_SLACK_API_URL`] |
+//! | `TARSY_DASHBOARD_URL` | `notifications.dashboardUrl` | unset |
+//!
+//! The Slack bot token is never part of the defaults: it is read from
+//! `TARSY_SLACK_BOT_TOKEN` only, where the process starts.
 
 use std::time::Duration;
 
@@ -75,6 +86,74 @@ pub struct Defaults {
     /// runs as a sidecar of the investigation pods that use it (local mode
     /// runs it over stdio and ignores this).
     pub kubernetes_mcp_image: String,
+    /// How long finished sessions and live events are kept.
+    pub retention: Retention,
+    /// Time between two retention sweeps.
+    pub retention_interval: Duration,
+    /// Who hears about investigations.
+    pub notifications: Notifications,
+}
+
+/// What is kept how long; `None` keeps forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// A finished session is hidden (soft-deleted) this long after it
+    /// finished; hidden sessions are still served by id.
+    pub hide_after: Option<Duration>,
+    /// A hidden session, with everything below it, is removed this long
+    /// after it was hidden.
+    pub purge_after: Option<Duration>,
+    /// Live events older than this are deleted.
+    pub event_ttl: Option<Duration>,
+}
+
+/// Default: finished sessions stay listed 90 days (the reference's
+/// retention).
+pub const DEFAULT_HIDE_AFTER: Duration = Duration::from_secs(90 * 24 * 3600);
+/// Default: hidden sessions are removed 30 days after they were hidden.
+pub const DEFAULT_PURGE_AFTER: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Default: live events are kept one day (longer than any session runs).
+pub const DEFAULT_EVENT_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Default: one retention sweep an hour.
+pub const DEFAULT_RETENTION_INTERVAL: Duration = Duration::from_secs(3600);
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            hide_after: Some(DEFAULT_HIDE_AFTER),
+            purge_after: Some(DEFAULT_PURGE_AFTER),
+            event_ttl: Some(DEFAULT_EVENT_TTL),
+        }
+    }
+}
+
+/// The Slack Web API.
+pub const DEFAULT_SLACK_API_URL: &str = "https://slack.com/api";
+
+/// Notifications of investigations (the bot token is not here: see the
+/// module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notifications {
+    /// Slack channel told when investigations end (chains may name their
+    /// own); `None`: no notifications.
+    pub slack_channel: Option<String>,
+    /// Also tell when an investigation starts.
+    pub slack_notify_start: bool,
+    /// Base URL of the Slack Web API.
+    pub slack_api_url: String,
+    /// The dashboard's external URL, linked from notifications.
+    pub dashboard_url: Option<String>,
+}
+
+impl Default for Notifications {
+    fn default() -> Self {
+        Self {
+            slack_channel: None,
+            slack_notify_start: false,
+            slack_api_url: DEFAULT_SLACK_API_URL.to_string(),
+            dashboard_url: None,
+        }
+    }
 }
 
 /// Failures in a row that open a provider's circuit unless configured.
@@ -105,6 +184,9 @@ impl Default for Defaults {
             breaker_failure_threshold: DEFAULT_BREAKER_FAILURE_THRESHOLD,
             breaker_open_for: DEFAULT_BREAKER_OPEN_FOR,
             kubernetes_mcp_image: DEFAULT_KUBERNETES_MCP_IMAGE.to_string(),
+            retention: Retention::default(),
+            retention_interval: DEFAULT_RETENTION_INTERVAL,
+            notifications: Notifications::default(),
         }
     }
 }
@@ -128,6 +210,10 @@ impl Default for Defaults {
 ///   runbookDomains: [github.com, raw.githubusercontent.com, wiki.example.com]
 ///   circuitBreaker: {failureThreshold: 3, openFor: 60s}
 ///   kubernetesMcpImage: registry.example.com/kubernetes-mcp-server:v0.0.67
+///   retention: {hideAfter: 2160h, purgeAfter: 720h, eventTtl: 24h, interval: 1h}
+///   notifications:
+///     dashboardUrl: https://tarsy.example.com
+///     slack: {channel: "#sre-incidents", notifyStart: false}
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -168,6 +254,57 @@ pub struct DefaultsSpec {
     /// Image of the built-in Kubernetes MCP server's sidecar (cluster mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_mcp_image: Option<String>,
+    /// How long sessions and live events are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<RetentionSpec>,
+    /// Who hears about investigations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<NotificationsSpec>,
+}
+
+/// Retention overrides, Go durations (`0` keeps forever, except `interval`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetentionSpec {
+    /// Finished sessions are hidden from lists this long after they finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hide_after: Option<String>,
+    /// Hidden sessions are removed this long after they were hidden.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purge_after: Option<String>,
+    /// Live events (WebSocket catch-up) are deleted after this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_ttl: Option<String>,
+    /// Time between two sweeps (positive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+}
+
+/// Notification overrides.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NotificationsSpec {
+    /// The dashboard's external URL, linked from notifications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dashboard_url: Option<String>,
+    /// Slack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack: Option<SlackSpec>,
+}
+
+/// Slack overrides.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SlackSpec {
+    /// Default channel (chains may name their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// Also notify when an investigation starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_start: Option<bool>,
+    /// Base URL of the Slack Web API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
 }
 
 /// Circuit breaker overrides.
@@ -224,6 +361,22 @@ pub mod env {
     pub const CIRCUIT_BREAKER_OPEN_FOR: &str = "TARSY_CIRCUIT_BREAKER_OPEN_FOR";
     /// Image of the built-in Kubernetes MCP server's sidecar.
     pub const KUBERNETES_MCP_IMAGE: &str = "TARSY_KUBERNETES_MCP_IMAGE";
+    /// Finished sessions hidden after.
+    pub const RETENTION_HIDE_AFTER: &str = "TARSY_RETENTION_HIDE_AFTER";
+    /// Hidden sessions purged after.
+    pub const RETENTION_PURGE_AFTER: &str = "TARSY_RETENTION_PURGE_AFTER";
+    /// Live events deleted after.
+    pub const EVENT_TTL: &str = "TARSY_EVENT_TTL";
+    /// Time between retention sweeps.
+    pub const RETENTION_INTERVAL: &str = "TARSY_RETENTION_INTERVAL";
+    /// Default Slack channel.
+    pub const SLACK_CHANNEL: &str = "TARSY_SLACK_CHANNEL";
+    /// Notify at starts too.
+    pub const SLACK_NOTIFY_START: &str = "TARSY_SLACK_NOTIFY_START";
+    /// Slack Web API base URL.
+    pub const SLACK_API_URL: &str = "TARSY_SLACK_API_URL";
+    /// The dashboard's external URL.
+    pub const DASHBOARD_URL: &str = "TARSY_DASHBOARD_URL";
 }
 
 fn comma_list(v: &str) -> Vec<String> {
@@ -305,16 +458,46 @@ impl DefaultsSpec {
                 })
             },
             kubernetes_mcp_image: get(env::KUBERNETES_MCP_IMAGE).map(|v| v.trim().to_string()),
+            retention: {
+                let r = RetentionSpec {
+                    hide_after: get(env::RETENTION_HIDE_AFTER),
+                    purge_after: get(env::RETENTION_PURGE_AFTER),
+                    event_ttl: get(env::EVENT_TTL),
+                    interval: get(env::RETENTION_INTERVAL),
+                };
+                (r != RetentionSpec::default()).then_some(r)
+            },
+            notifications: {
+                let slack = SlackSpec {
+                    channel: get(env::SLACK_CHANNEL).map(|v| v.trim().to_string()),
+                    notify_start: parse(
+                        env::SLACK_NOTIFY_START,
+                        get(env::SLACK_NOTIFY_START),
+                        &mut errors,
+                    ),
+                    api_url: get(env::SLACK_API_URL).map(|v| v.trim().to_string()),
+                };
+                let n = NotificationsSpec {
+                    dashboard_url: get(env::DASHBOARD_URL).map(|v| v.trim().to_string()),
+                    slack: (slack != SlackSpec::default()).then_some(slack),
+                };
+                (n != NotificationsSpec::default()).then_some(n)
+            },
         };
         // Durations are checked here so the error names the variable.
         let breaker_open_for = spec
             .circuit_breaker
             .as_ref()
             .and_then(|b| b.open_for.clone());
+        let r = spec.retention.clone().unwrap_or_default();
         for (name, value) in [
             (env::ITERATION_TIMEOUT, &spec.iteration_timeout),
             (env::SESSION_TIMEOUT, &spec.session_timeout),
             (env::CIRCUIT_BREAKER_OPEN_FOR, &breaker_open_for),
+            (env::RETENTION_HIDE_AFTER, &r.hide_after),
+            (env::RETENTION_PURGE_AFTER, &r.purge_after),
+            (env::EVENT_TTL, &r.event_ttl),
+            (env::RETENTION_INTERVAL, &r.interval),
         ] {
             if let Some(v) = value
                 && let Err(e) = tarsy_crds::parse_duration(v)
@@ -333,6 +516,8 @@ impl DefaultsSpec {
 impl Defaults {
     /// These defaults as the environment [`DefaultsSpec::from_env`] reads:
     /// how the operator hands its defaults to the runners it starts.
+    /// Retention and notifications are left out: runners neither sweep the
+    /// store nor notify.
     pub fn to_env(&self) -> Vec<(&'static str, String)> {
         let mut vars = vec![
             (env::LLM_PROVIDER, self.llm_provider.clone()),
@@ -481,10 +666,90 @@ impl Defaults {
                 self.kubernetes_mcp_image = image.trim().to_string();
             }
         }
+        if let Some(r) = &spec.retention {
+            self.apply_retention(r, &mut errors);
+        }
+        if let Some(n) = &spec.notifications {
+            self.apply_notifications(n, &mut errors);
+        }
         if errors.is_empty() {
             Ok(())
         } else {
             Err(errors)
+        }
+    }
+
+    fn apply_retention(&mut self, spec: &RetentionSpec, errors: &mut Vec<(String, Problem)>) {
+        for (field, value, target) in [
+            (
+                "retention.hideAfter",
+                &spec.hide_after,
+                &mut self.retention.hide_after,
+            ),
+            (
+                "retention.purgeAfter",
+                &spec.purge_after,
+                &mut self.retention.purge_after,
+            ),
+            (
+                "retention.eventTtl",
+                &spec.event_ttl,
+                &mut self.retention.event_ttl,
+            ),
+        ] {
+            if let Some(v) = value {
+                match tarsy_crds::parse_duration(v) {
+                    Ok(d) => *target = (!d.is_zero()).then_some(d),
+                    Err(e) => errors.push((field.to_string(), Problem::Duration(e))),
+                }
+            }
+        }
+        if let Some(v) = &spec.interval {
+            match tarsy_crds::parse_duration(v) {
+                Ok(d) if !d.is_zero() => self.retention_interval = d,
+                Ok(_) => errors.push((
+                    "retention.interval".to_string(),
+                    Problem::Invalid("must be positive".into()),
+                )),
+                Err(e) => errors.push(("retention.interval".to_string(), Problem::Duration(e))),
+            }
+        }
+    }
+
+    fn apply_notifications(
+        &mut self,
+        spec: &NotificationsSpec,
+        errors: &mut Vec<(String, Problem)>,
+    ) {
+        let n = &mut self.notifications;
+        let mut url = |field: &str, value: &str| -> Option<String> {
+            let value = value.trim().trim_end_matches('/');
+            if value.starts_with("http://") || value.starts_with("https://") {
+                Some(value.to_string())
+            } else {
+                errors.push((
+                    field.to_string(),
+                    Problem::Invalid(format!("{value:?} is not an http(s) URL")),
+                ));
+                None
+            }
+        };
+        if let Some(v) = &spec.dashboard_url {
+            n.dashboard_url = url("notifications.dashboardUrl", v);
+        }
+        if let Some(slack) = &spec.slack {
+            if let Some(c) = &slack.channel {
+                // An empty channel switches notifications off.
+                n.slack_channel = Some(c.trim().to_string()).filter(|c| !c.is_empty());
+            }
+            if let Some(start) = slack.notify_start {
+                n.slack_notify_start = start;
+            }
+            if let Some(v) = &slack.api_url
+                && let Some(u) = url("notifications.slack.apiUrl", v)
+            {
+                n.slack_api_url = u;
+            }
         }
     }
 }

@@ -74,7 +74,8 @@ pub use convert::{
     masking_config, resolved_spec, summarization_config,
 };
 pub use defaults::{
-    AlertMaskingSpec, CircuitBreakerSpec, DEFAULT_KUBERNETES_MCP_IMAGE, Defaults, DefaultsSpec,
+    AlertMaskingSpec, CircuitBreakerSpec, DEFAULT_KUBERNETES_MCP_IMAGE, DEFAULT_SLACK_API_URL,
+    Defaults, DefaultsSpec, Notifications, NotificationsSpec, Retention, RetentionSpec, SlackSpec,
 };
 pub use error::{
     ConfigError, ConfigErrors, Location, ObjectRef, Problem, ResolveError, SecretError,

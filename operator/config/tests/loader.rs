@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use tarsy_config::{
     Config, ConfigErrors, DefaultsSpec, Placement, Problem, build_config, load_alert_file,
@@ -572,6 +573,82 @@ spec:
         errs[0].starts_with("defaults.yaml: Defaults \"d\": spec: unknown field `maxIteration`"),
         "{errs:#?}"
     );
+}
+
+#[test]
+fn defaults_document_sets_retention_and_notifications() {
+    let defaults = "apiVersion: tarsy.dev/v1alpha1
+kind: Defaults
+metadata: {name: defaults}
+spec:
+  retention: {hideAfter: 720h, purgeAfter: '0', eventTtl: 2h, interval: 10m}
+  notifications:
+    dashboardUrl: https://tarsy.example.com/
+    slack: {channel: '#sre-incidents', notifyStart: true}
+";
+    let c = load(&[("defaults.yaml", defaults)]).unwrap();
+    let d = &c.defaults;
+    assert_eq!(
+        d.retention.hide_after,
+        Some(Duration::from_secs(720 * 3600))
+    );
+    assert_eq!(d.retention.purge_after, None, "0 keeps forever");
+    assert_eq!(d.retention.event_ttl, Some(Duration::from_secs(7200)));
+    assert_eq!(d.retention_interval, Duration::from_secs(600));
+    let n = &d.notifications;
+    assert_eq!(n.slack_channel.as_deref(), Some("#sre-incidents"));
+    assert!(n.slack_notify_start);
+    assert_eq!(n.slack_api_url, tarsy_config::DEFAULT_SLACK_API_URL);
+    assert_eq!(
+        n.dashboard_url.as_deref(),
+        Some("https://tarsy.example.com")
+    );
+
+    // Without the document: the built-in retention, no notifications.
+    let c = load(&[]).unwrap();
+    assert_eq!(c.defaults.retention, tarsy_config::Retention::default());
+    assert_eq!(c.defaults.notifications.slack_channel, None);
+
+    // The environment wins over the document, as for every default.
+    let env = |name: &str| match name {
+        "TARSY_SLACK_CHANNEL" => Some("#other".to_string()),
+        "TARSY_RETENTION_INTERVAL" => Some("5m".to_string()),
+        _ => None,
+    };
+    let overrides = DefaultsSpec::from_env(&env).unwrap();
+    let c = load_dir_with(
+        &temp_dir(&[("defaults.yaml", defaults)]),
+        &overrides,
+        &no_env,
+    )
+    .unwrap();
+    assert_eq!(
+        c.defaults.notifications.slack_channel.as_deref(),
+        Some("#other")
+    );
+    assert_eq!(c.defaults.retention_interval, Duration::from_secs(300));
+    assert!(c.defaults.notifications.slack_notify_start);
+
+    // Bad values are located.
+    let errs = errors(&[(
+        "defaults.yaml",
+        "apiVersion: tarsy.dev/v1alpha1\nkind: Defaults\nmetadata: {name: d}\nspec: {retention: {hideAfter: soon, interval: '0'}, notifications: {dashboardUrl: tarsy.local, slack: {channnel: x}}}\n",
+    )]);
+    assert!(
+        errs[0].contains("unknown field `channnel`, expected one of `channel`"),
+        "{errs:#?}"
+    );
+    let errs = errors(&[(
+        "defaults.yaml",
+        "apiVersion: tarsy.dev/v1alpha1\nkind: Defaults\nmetadata: {name: d}\nspec: {retention: {hideAfter: soon, interval: '0'}, notifications: {dashboardUrl: tarsy.local}}\n",
+    )]);
+    for field in [
+        "spec.retention.hideAfter",
+        "spec.retention.interval: must be positive",
+        "spec.notifications.dashboardUrl: \"tarsy.local\" is not an http(s) URL",
+    ] {
+        assert!(errs.iter().any(|e| e.contains(field)), "{field}: {errs:#?}");
+    }
 }
 
 #[test]

@@ -15,8 +15,7 @@ use serde_json::{Value, json};
 use tarsy_core::{SecretValue, SessionStatus};
 use tarsy_store::{Session, Store};
 
-/// Slack's Web API.
-pub const DEFAULT_SLACK_API_URL: &str = "https://slack.com/api";
+pub use tarsy_config::DEFAULT_SLACK_API_URL;
 
 /// Longest text of one message (Slack's limit is 40,000 characters; a
 /// summary longer than this is cut, with the dashboard link for the rest).

@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use tarsy_core::SessionStatus;
-use tarsy_exec::retention::Retention;
+use tarsy_exec::retention::{Retention, sweep};
 use tarsy_store::testing::TestDatabase;
 use tarsy_store::{NewSession, SessionFilter, SessionOutcome, Store};
 
@@ -80,28 +80,28 @@ async fn retention_over_months(store: Store) {
     let start: DateTime<Utc> = Utc::now();
 
     // Within the retention period nothing changes, but old events expire.
-    let s = policy.sweep(&store, start + days(89)).await.unwrap();
+    let s = sweep(&policy, &store, start + days(89)).await.unwrap();
     assert_eq!((s.hidden, s.purged, s.events), (0, 0, 1));
     assert_eq!(listed(&store).await, ["done", "running"]);
 
     // After it, the finished session leaves the list, still readable by id.
     let hidden_at = start + days(91);
-    let s = policy.sweep(&store, hidden_at).await.unwrap();
+    let s = sweep(&policy, &store, hidden_at).await.unwrap();
     assert_eq!((s.hidden, s.purged), (1, 0));
     assert_eq!(listed(&store).await, ["running"]);
     let done = store.get_session("done").await.unwrap();
     assert_eq!(done.final_analysis.as_deref(), Some("disk full"));
 
     // Removed only once the purge period after hiding has passed.
-    let s = policy.sweep(&store, hidden_at + days(29)).await.unwrap();
+    let s = sweep(&policy, &store, hidden_at + days(29)).await.unwrap();
     assert_eq!(s.purged, 0);
     assert!(store.get_session("done").await.is_ok());
-    let s = policy.sweep(&store, hidden_at + days(31)).await.unwrap();
+    let s = sweep(&policy, &store, hidden_at + days(31)).await.unwrap();
     assert_eq!(s.purged, 1);
     assert!(store.get_session("done").await.unwrap_err().is_not_found());
 
     // The running session is never touched, however late.
-    let s = policy.sweep(&store, start + days(3650)).await.unwrap();
+    let s = sweep(&policy, &store, start + days(3650)).await.unwrap();
     assert_eq!((s.hidden, s.purged), (0, 0));
     assert_eq!(listed(&store).await, ["running"]);
 
@@ -111,7 +111,7 @@ async fn retention_over_months(store: Store) {
         purge_after: None,
         event_ttl: None,
     };
-    let s = keep.sweep(&store, start + days(36500)).await.unwrap();
+    let s = sweep(&keep, &store, start + days(36500)).await.unwrap();
     assert_eq!((s.hidden, s.purged, s.events), (0, 0, 0));
 }
 

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::{Resource, ResourceExt};
 use tarsy_chain::{PendingSession, admit};
 use tarsy_config::Config;
-use tarsy_crds::contract::{EXPIRED_ANNOTATION, executions_selector, owned_by};
+use tarsy_crds::contract::{EXPIRED_ANNOTATION, owned_by};
 use tarsy_crds::{AgentExecution, Alert, AlertPhase};
 use tarsy_exec::notify::Notice;
 use tarsy_store::StoreError;
@@ -59,8 +59,8 @@ pub(crate) fn error_policy_alert(alert: Arc<Alert>, err: &Error, ctx: Arc<Contex
     ctx.backoff(&key_of(alert.as_ref()), err)
 }
 
-/// How long a reconcile waits for the Alert cache's first list (after a
-/// start) before it looks again instead.
+/// How long a reconcile waits for the caches' first lists (after a start)
+/// before it looks again instead.
 const CACHE_WAIT: Duration = Duration::from_secs(2);
 
 async fn cleanup_alert(alert: Arc<Alert>, ctx: &Context) -> Result<Action, Error> {
@@ -91,29 +91,30 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
     let config = ctx.config_for(&ns);
 
     let ae_api: Api<AgentExecution> = Api::namespaced(ctx.client.clone(), &ns);
-    // Admission counts the running sessions in the Alert cache: until its
-    // first list is in (just after a start), wait, or look again shortly.
-    if tokio::time::timeout(CACHE_WAIT, ctx.alerts.wait_until_ready())
-        .await
-        .is_err()
-    {
-        tracing::debug!(alert = %name, "Alert cache not ready yet; looking again shortly");
+    // Admission counts the running sessions in the Alert cache, and the
+    // children come from the execution cache: until their first lists are
+    // in (just after a start), a finished child would read as Pending and
+    // nothing would wake this Alert again — wait, or look again shortly.
+    let caches = async {
+        let _ = tokio::join!(
+            ctx.alerts.wait_until_ready(),
+            ctx.executions.wait_until_ready()
+        );
+    };
+    if tokio::time::timeout(CACHE_WAIT, caches).await.is_err() {
+        tracing::debug!(alert = %name, "caches not ready yet; looking again shortly");
         return Ok(Action::requeue(CACHE_WAIT));
     }
-    // Children come from the API, like the Alert: the event that started
-    // this reconcile (a child finishing, say) comes from this controller's
-    // own watch, and the execution controller's cache may not have it yet
-    // (nor anything, just after a start) — deciding on that cache would
-    // leave the Alert waiting for a change that already happened. One just
-    // created and not listed yet reads as Pending, and its creation is
-    // repeated harmlessly.
-    let executions: BTreeMap<String, AgentExecution> = ae_api
-        .list(&ListParams::default().labels(&executions_selector(&name)))
-        .await?
-        .items
-        .into_iter()
-        .filter(|ae| owned_by(ae, &uid))
-        .map(|ae| (ae.name_any(), ae))
+    // The execution cache is written by the same watch that wakes this
+    // controller for its children, before it does: a child's change that
+    // started this reconcile is in it. One just created and not seen yet
+    // reads as Pending, and its creation is repeated harmlessly.
+    let executions: BTreeMap<String, AgentExecution> = ctx
+        .executions
+        .state()
+        .iter()
+        .filter(|ae| ae.meta().namespace.as_deref() == Some(ns.as_str()) && owned_by(ae, &uid))
+        .map(|ae| (ae.name_any(), (**ae).clone()))
         .collect();
     let summary = ctx.summaries.progress(&uid);
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, future};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store as Reader};
@@ -40,6 +40,9 @@ use crate::summaries::Summaries;
 /// Alerts reconciled at once (one Alert is never reconciled twice at once;
 /// executive summary calls run outside the reconciles).
 pub const ALERT_CONCURRENCY: u16 = 16;
+/// AgentExecution changes the execution controller may lag behind before
+/// the shared watch waits for it.
+const SHARED_WATCH_BUFFER: usize = 1024;
 /// Leader election settings.
 #[derive(Debug, Clone)]
 pub struct LeaderElection {
@@ -106,6 +109,12 @@ where
     }
 }
 
+/// Nothing reads managedFields, and it is often the larger part of an
+/// object.
+fn strip_managed_fields<K: Resource>(o: &mut K) {
+    o.managed_fields_mut().clear();
+}
+
 fn reflect<K>(api: Api<K>) -> (Reader<K>, impl std::future::Future<Output = ()> + Send)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
@@ -114,9 +123,7 @@ where
     let (reader, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
-        // Nothing reads managedFields; it is often the larger part of an
-        // object.
-        .modify(|o| o.managed_fields_mut().clear())
+        .modify(strip_managed_fields)
         .reflect(writer)
         .applied_objects()
         .for_each(|r| {
@@ -155,15 +162,46 @@ pub async fn run(client: Client, store: Store, mut settings: Settings) -> Result
         tokio::spawn(providers_task),
     ]);
 
-    let alert_api = api_for::<Alert>(&client, ns.as_deref());
-    let ae_api = api_for::<AgentExecution>(&client, ns.as_deref());
-    let alert_controller = Controller::new(alert_api, watcher::Config::default())
-        .owns(ae_api.clone(), watcher::Config::default())
+    // The Alert and AgentExecution controllers keep their objects without
+    // managedFields, and see investigation pods as metadata only: what
+    // the operator holds grows with the number of Alerts, so it holds
+    // only what it reads.
+    let (alerts_reader, alerts_writer) = reflector::store();
+    let alert_events = watcher(
+        api_for::<Alert>(&client, ns.as_deref()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(strip_managed_fields)
+    .reflect(alerts_writer)
+    .applied_objects();
+    // One AgentExecution watch feeds the execution cache, the Alert
+    // controller (its children) and the execution controller, in that
+    // order: an Alert reconciled for a child's change reads a cache that
+    // already has it (two watches would each be at their own point).
+    let (executions, executions_writer) = reflector::store_shared(SHARED_WATCH_BUFFER);
+    let execution_triggers = executions_writer
+        .subscribe()
+        .expect("a store_shared writer has subscribers");
+    let execution_events = watcher(
+        api_for::<AgentExecution>(&client, ns.as_deref()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(strip_managed_fields)
+    .reflect_shared(executions_writer)
+    .touched_objects();
+    let alert_controller = Controller::for_stream(alert_events, alerts_reader)
+        .owns_stream(execution_events)
         .with_config(controller::Config::default().concurrency(ALERT_CONCURRENCY));
-    let ae_controller = Controller::new(ae_api, watcher::Config::default()).owns(
-        api_for::<Pod>(&client, ns.as_deref()),
+    let pod_events = watcher(
+        api_for::<PartialObjectMeta<Pod>>(&client, ns.as_deref()),
         watcher::Config::default().labels(tarsy_crds::contract::LABEL_EXECUTION),
-    );
+    )
+    .default_backoff()
+    .touched_objects();
+    let ae_controller = Controller::for_shared_stream(execution_triggers, executions.clone())
+        .owns_stream(pod_events);
 
     let recorder = Recorder::new(
         client.clone(),
@@ -186,7 +224,7 @@ pub async fn run(client: Client, store: Store, mut settings: Settings) -> Result
         mcp_servers: mcp_servers.clone(),
         providers: providers.clone(),
         alerts: alert_controller.store(),
-        executions: ae_controller.store(),
+        executions,
         admitted: tokio::sync::Mutex::new(HashSet::new()),
         failures: Mutex::new(HashMap::new()),
         alert_masker: tarsy_exec::admission::alert_masker(&settings.defaults),

@@ -9,11 +9,16 @@
 //! operator's peak and final RSS (VmHWM/VmRSS), its reconcile counts and
 //! errors from /metrics, and the CPU time of the operator and of the
 //! emulator (the Python emulator can be the bottleneck; its share says so).
+//! Then churn: 10,000 more Alerts, in waves of 1,000, of a chain whose
+//! sessions time out after 2 s, each deleted by the Alert TTL (1 s) after
+//! it ended — what a busy Alertmanager does over weeks — and the operator's
+//! RSS once they are all gone.
 //! Figures only, no assertions.
 //!
 //! Run: `cargo bench -p tarsy --bench operator_scale` (needs the emulator
 //! venv, `eval "$(e2e/kube/install.sh)"`, and Postgres,
-//! `TARSY_TEST_DATABASE_URL`). `TARSY_BENCH_ALERTS` changes the 1,000.
+//! `TARSY_TEST_DATABASE_URL`). `TARSY_BENCH_ALERTS` changes the 1,000,
+//! `TARSY_BENCH_CHURN` the 10,000 (0: no churn).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -49,11 +54,11 @@ impl Times {
     }
 }
 
-fn alert(name: &str) -> Alert {
+fn alert(name: &str, alert_type: &str) -> Alert {
     Alert::new(
         name,
         AlertSpec {
-            alert_type: "Scale".into(),
+            alert_type: alert_type.into(),
             data: format!("bench alert {name}"),
             chain_ref: None,
             runbook_url: None,
@@ -109,7 +114,12 @@ fn spawn_watchers(client: &Client, times: Arc<Mutex<Times>>) -> Vec<tokio::task:
 }
 
 /// Creates `names` with bounded concurrency; returns the wall time.
-async fn create_all(client: &Client, names: Vec<String>, times: &Arc<Mutex<Times>>) -> Duration {
+async fn create_all(
+    client: &Client,
+    names: Vec<String>,
+    alert_type: &str,
+    times: &Arc<Mutex<Times>>,
+) -> Duration {
     let api: Api<Alert> = Api::namespaced(client.clone(), NS);
     let start = Instant::now();
     let results: Vec<_> = futures::stream::iter(names)
@@ -118,7 +128,9 @@ async fn create_all(client: &Client, names: Vec<String>, times: &Arc<Mutex<Times
             let times = times.clone();
             async move {
                 let sent = Instant::now();
-                let r = api.create(&PostParams::default(), &alert(&name)).await;
+                let r = api
+                    .create(&PostParams::default(), &alert(&name, alert_type))
+                    .await;
                 times.lock().unwrap().created.insert(name.clone(), sent);
                 r.map(|_| ()).map_err(|e| format!("{name}: {e}"))
             }
@@ -191,7 +203,7 @@ async fn round(
     let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i:04}")).collect();
     let cpu0 = (common::cpu_seconds(pids.0), common::cpu_seconds(pids.1));
     let wall = Instant::now();
-    let create = create_all(client, names.clone(), times).await;
+    let create = create_all(client, names.clone(), "Scale", times).await;
     let all = wait_done(&names, times, Duration::from_secs(900)).await + create;
     let elapsed = wall.elapsed().as_secs_f64();
     let cpu1 = (common::cpu_seconds(pids.0), common::cpu_seconds(pids.1));
@@ -227,6 +239,58 @@ async fn round(
     println!("  emulator CPU: {}", share(cpu0.1, cpu1.1));
 }
 
+/// Creates `total` Alerts of the `Churn` chain in waves of `wave`, each
+/// wave left to end (session timeout) and be deleted (Alert TTL) before the
+/// next; prints the time and the operator's RSS afterwards.
+async fn churn(client: &Client, total: usize, wave: usize, times: &Arc<Mutex<Times>>, pid: u32) {
+    let api: Api<Alert> = Api::namespaced(client.clone(), NS);
+    let left = || async {
+        api.list(&Default::default())
+            .await
+            .map(|l| {
+                l.items
+                    .iter()
+                    .filter(|a| a.name_any().starts_with("churn-"))
+                    .count()
+            })
+            .unwrap_or(usize::MAX)
+    };
+    let start = Instant::now();
+    let mut created = 0;
+    while created < total {
+        let n = wave.min(total - created);
+        let names: Vec<String> = (created..created + n)
+            .map(|i| format!("churn-{i:05}"))
+            .collect();
+        create_all(client, names, "Churn", times).await;
+        created += n;
+        let wave_start = Instant::now();
+        loop {
+            let remaining = left().await;
+            if remaining == 0 {
+                break;
+            }
+            if wave_start.elapsed() > Duration::from_secs(600) {
+                println!("  NOT DONE: {remaining} churn Alerts still there after 600 s");
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        if let Some((hwm, rss)) = common::rss_kib(pid) {
+            println!(
+                "  after {created} churn Alerts: RSS {:.1} MiB (peak {:.1} MiB), {:.0} s",
+                rss as f64 / 1024.0,
+                hwm as f64 / 1024.0,
+                start.elapsed().as_secs_f64()
+            );
+        }
+    }
+    println!(
+        "churn: {total} Alerts created, ended and deleted by the Alert TTL in {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
@@ -234,6 +298,11 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    let churned: usize = std::env::var("TARSY_BENCH_CHURN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let wave = churned.min(1000);
     let dir = common::scratch_dir("operator-bench");
     let emu = common::start_emulator(&dir, false);
     let client = common::client(emu.kubeconfig()).await;
@@ -274,6 +343,18 @@ spec:
   stages:
   - name: only
     agents: [{{name: solo}}]
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {{name: churn}}
+spec:
+  alertTypes: [Churn]
+  llmProvider: scripted
+  iterationStrategy: langchain
+  sessionTimeout: 2s
+  stages:
+  - name: only
+    agents: [{{name: solo}}]
 "#,
             url = db.url(),
             script = dir.join("script.yaml").display()
@@ -286,10 +367,13 @@ spec:
         image: "tarsy:bench".into(),
         namespace: NS.into(),
         // Default is 5: admit every Alert of the bench at once.
-        env: vec![(
-            "TARSY_MAX_CONCURRENT_SESSIONS".into(),
-            (count + 200).to_string(),
-        )],
+        env: vec![
+            (
+                "TARSY_MAX_CONCURRENT_SESSIONS".into(),
+                (count + 200 + wave).to_string(),
+            ),
+            ("TARSY_ALERT_TTL".into(), "1s".into()),
+        ],
         llm_service_addr: None,
         log: dir.join("controller.log"),
     });
@@ -322,6 +406,12 @@ spec:
     }
     for line in reconcile_lines(&controller.metrics()) {
         println!("  {line}");
+    }
+    if churned > 0 {
+        churn(&client, churned, wave, &times, pids.0).await;
+        for line in reconcile_lines(&controller.metrics()) {
+            println!("  {line}");
+        }
     }
     for w in watchers {
         w.abort();

@@ -124,6 +124,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         .map(|r| secret_key_ref("--runbook-token-secret", &r))
         .transpose()?;
 
+    let retention = args.retention.retention(&defaults)?;
+    let slack = args.notify.slack(&defaults.notifications)?;
     let identity = args
         .identity
         .or_else(|| std::env::var("HOSTNAME").ok())
@@ -147,8 +149,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         script_dir: args.script_dir,
         summary_timeout: Duration::from_secs(args.summary_timeout_seconds),
         alert_ttl: crate::retention::optional("--alert-ttl", &args.alert_ttl)?,
-        retention: Some(args.retention.retention()?),
-        slack: args.notify.slack()?,
+        retention: Some(retention),
+        slack,
     };
 
     let store = tarsy_store::Store::connect(&args.database_url)

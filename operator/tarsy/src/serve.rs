@@ -101,6 +101,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     let view = crate::dashboard::configuration_view(&config, "local", None);
+    let retention = args.retention.retention(&config.defaults)?;
+    let slack = args.notify.slack(&config.defaults.notifications)?;
     let mut options = LocalOptions::new(config, &args.config);
     options.api.dashboard = Some(crate::dashboard::dashboard());
     options.api.trust_forwarded_identity = args.trust_forwarded_identity;
@@ -113,8 +115,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         options.pod_id = pod_id;
     }
     options.settings.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
-    options.retention = Some(args.retention.retention()?);
-    options.slack = args.notify.slack()?;
+    options.retention = Some(retention);
+    options.slack = slack;
     let app = LocalApp::start(options)
         .await
         .context("starting local mode")?;
