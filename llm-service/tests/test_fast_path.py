@@ -167,14 +167,14 @@ async def test_provider_sockets_set_nodelay_and_acknowledge_at_once(monkeypatch)
     ]
     server, port = await _nagle_server(events)
     seen: list[socket.socket] = []
-    original = sockets._quickack
+    original = sockets.quickack
 
     def recording(sock: socket.socket | None) -> None:
         assert sock is not None
         seen.append(sock)
         original(sock)
 
-    monkeypatch.setattr(sockets, "_quickack", recording)
+    monkeypatch.setattr(sockets, "quickack", recording)
     provider = LangChainProvider(environ=ENV)
     request = make_request("openai", f"http://127.0.0.1:{port}/v1")
     try:

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,7 +38,8 @@ def proxy_configured(environ: dict[str, str] | os._Environ[str] | None = None) -
     return any(env.get(name) or env.get(name.lower()) for name in _PROXY_ENVS)
 
 
-def _quickack(sock: socket.socket | None) -> None:
+def quickack(sock: socket.socket | None) -> None:
+    """Re-arms TCP_QUICKACK on a socket (Linux; elsewhere nothing)."""
     if sock is None or _QUICKACK is None:
         return
     # A closed or non-TCP socket has nothing to acknowledge.
@@ -54,14 +56,14 @@ class _QuickAckStream(httpcore2.AsyncNetworkStream):
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = await self._inner.read(max_bytes, timeout)
-        _quickack(self._sock)
+        quickack(self._sock)
         return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         await self._inner.write(buffer, timeout)
         # Sending makes the kernel treat the connection as interactive and
         # delay ACKs; the answer to what we just sent must not wait on them.
-        _quickack(self._sock)
+        quickack(self._sock)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -140,3 +142,11 @@ def async_transport() -> httpx2.AsyncBaseTransport | None:
         network_backend=QuickAckBackend(),
     )
     return transport
+
+
+def transport_ssl_context(transport: httpx2.AsyncBaseTransport) -> ssl.SSLContext | None:
+    """The TLS settings of a transport made by :func:`async_transport` (the
+    httpx defaults: the same trust store, honouring ``SSL_CERT_FILE``...)."""
+    pool = getattr(transport, "_pool", None)
+    context = getattr(pool, "_ssl_context", None)
+    return context if isinstance(context, ssl.SSLContext) else None
