@@ -5,6 +5,7 @@ wait on delayed ACKs."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import subprocess
 import sys
@@ -187,3 +188,34 @@ async def test_provider_sockets_set_nodelay_and_acknowledge_at_once(monkeypatch)
     assert len({id(s) for s in seen}) == 1
     assert len(seen) >= 4
     assert seen[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+def test_history_arguments_are_reencoded_once_and_still_validated() -> None:
+    from conftest import call, msg
+
+    from tarsy_llm.errors import LLMServiceError
+    from tarsy_llm.proto import llm_service_pb2 as pb
+    from tarsy_llm.providers import openai_chat
+    from tarsy_llm.providers.base import ToolNameMapper
+
+    args = {"x": "ü", "n": 1}
+    history = [
+        msg("assistant", tool_calls=[call("c1", "k8s.pods", args)]),
+        msg("tool", "result", tool_call_id="c1"),
+    ]
+    for _ in range(2):
+        out = openai_chat.to_openai_messages(history, ToolNameMapper())
+        function = out[0]["tool_calls"][0]["function"]
+        assert function == {
+            "name": "k8s__pods",
+            "arguments": json.dumps(args, ensure_ascii=False),
+        }
+        assert out[0]["content"] is None
+    bad = [
+        pb.ConversationMessage(
+            role="assistant", tool_calls=[pb.ToolCall(id="c2", name="k8s.pods", arguments="[1]")]
+        )
+    ]
+    for _ in range(2):
+        with pytest.raises(LLMServiceError, match="must be a JSON object"):
+            openai_chat.to_openai_messages(bad, ToolNameMapper())

@@ -28,6 +28,9 @@ _KEY_PATTERNS = re.compile(
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
 
+# json.dumps(entry, default=str, ensure_ascii=False), without a new encoder per line.
+_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
+
 # Attributes every LogRecord has; anything else was passed through `extra=`.
 _STANDARD_ATTRS = frozenset(
     logging.LogRecord("", 0, "", 0, "", (), None).__dict__.keys() | {"message", "asctime"}
@@ -73,7 +76,7 @@ class JsonFormatter(logging.Formatter):
             # variables' reprs in some formatters, and we keep lines short.
             entry["error_type"] = type(exc).__name__
             entry["error"] = str(exc)[:1000]
-        return redact(json.dumps(entry, default=str, ensure_ascii=False))
+        return redact(_ENCODER.encode(entry))
 
 
 def setup_logging(level: str = "INFO", stream: Any = None) -> None:
@@ -87,6 +90,10 @@ def setup_logging(level: str = "INFO", stream: Any = None) -> None:
     handler._tarsy_handler = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # Thread and process names are not rendered: records need not look them up.
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     # HTTP client libraries log full request URLs and headers at INFO/DEBUG;
     # keep them quiet so nothing request-specific reaches the log.
     for noisy in (

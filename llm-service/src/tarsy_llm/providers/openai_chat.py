@@ -152,6 +152,29 @@ def lean_client(sdk: Any, ssl_context: Any) -> ChatClient:
     return ChatClient(sdk, endpoint, str(url))
 
 
+# json.dumps(value, ensure_ascii=False), without a new encoder per call.
+_ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False)
+# Re-serialised arguments of the tool calls in the history, by their text: an
+# agent's conversation sends the same calls again on every iteration.
+_ARGUMENTS_CACHE: dict[str, str] = {}
+MAX_CACHED_ARGUMENTS = 4096
+
+
+def _history_arguments(call: Any, index: int) -> str:
+    """A history tool call's arguments, parsed and re-serialised: malformed
+    history is an invalid request, as it was through LangChain."""
+    arguments = call.arguments
+    encoded = _ARGUMENTS_CACHE.get(arguments)
+    if encoded is None:
+        encoded = _ARGUMENTS_ENCODER.encode(
+            parse_arguments(arguments, where=f"messages[{index}] call {call.id!r}")
+        )
+        if len(_ARGUMENTS_CACHE) >= MAX_CACHED_ARGUMENTS:
+            _ARGUMENTS_CACHE.clear()
+        _ARGUMENTS_CACHE[arguments] = encoded
+    return encoded
+
+
 def to_openai_messages(messages: Any, mapper: ToolNameMapper) -> list[dict[str, Any]]:
     """Proto messages → chat completions messages (tool names in provider form)."""
     out: list[dict[str, Any]] = []
@@ -161,26 +184,20 @@ def to_openai_messages(messages: Any, mapper: ToolNameMapper) -> list[dict[str, 
             out.append({"content": message.content, "role": role})
         elif role == "assistant":
             entry: dict[str, Any] = {"content": message.content, "role": "assistant"}
-            if message.tool_calls:
+            calls = message.tool_calls
+            if calls:
                 entry["tool_calls"] = [
                     {
                         "type": "function",
                         "id": call.id,
                         "function": {
                             "name": mapper.to_provider(call.name),
-                            # Parsed and re-serialised: malformed history is an
-                            # invalid request, as it was through LangChain.
-                            "arguments": json.dumps(
-                                parse_arguments(
-                                    call.arguments, where=f"messages[{index}] call {call.id!r}"
-                                ),
-                                ensure_ascii=False,
-                            ),
+                            "arguments": _history_arguments(call, index),
                         },
                     }
-                    for call in message.tool_calls
+                    for call in calls
                 ]
-                entry["content"] = message.content or None
+                entry["content"] = entry["content"] or None
             out.append(entry)
         else:  # tool
             if not message.tool_call_id:
@@ -224,9 +241,13 @@ class ToolSet:
         return self._json
 
 
+# The settings of the SDK's json.dumps of request bodies.
+_SDK_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def sdk_dumps(value: Any) -> bytes:
     """JSON as the openai SDK encodes request bodies."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return _SDK_ENCODER.encode(value).encode()
 
 
 def request_body(
@@ -247,6 +268,12 @@ def request_body(
     return body
 
 
+_KEYS = {key: sdk_dumps(key) + b":" for key in ("model", "stream", "messages", "stream_options")}
+_KEYS |= {key: sdk_dumps(key) + b":" for key in ("max_completion_tokens", "tools")}
+_INCLUDE_USAGE = {"include_usage": True}
+_INCLUDE_USAGE_JSON = sdk_dumps(_INCLUDE_USAGE)
+
+
 def encode_body(body: Mapping[str, Any]) -> bytes:
     """The bytes the SDK would send for ``body``: compact UTF-8 JSON. The
     conversation (strings only) is encoded by orjson, byte for byte what the
@@ -258,10 +285,17 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
             encoded = orjson.dumps(value)
         elif isinstance(value, ToolSet):
             encoded = value.json()
+        elif value is True:
+            encoded = b"true"
+        elif key == "stream_options" and value == _INCLUDE_USAGE:
+            encoded = _INCLUDE_USAGE_JSON
         else:
             encoded = sdk_dumps(value)
-        parts.append(sdk_dumps(key) + b":" + encoded)
-    return b"{" + b",".join(parts) + b"}"
+        parts.append(_KEYS.get(key) or sdk_dumps(key) + b":")
+        parts.append(encoded)
+        parts.append(b",")
+    parts[-1] = b"}"
+    return b"{" + b"".join(parts)
 
 
 def _merge(left: str | None, right: str | None, *, keep_equal: bool = False) -> str | None:
