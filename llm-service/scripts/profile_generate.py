@@ -422,7 +422,8 @@ async def _main_process(args: argparse.Namespace) -> None:
         base_url = f"http://127.0.0.1:{endpoint_port}/v1"
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{relay_port}")
         stub = pb_grpc.LLMServiceStub(channel)
-        await _calls(stub, pb, base_url, 0, WARM_UP_CALLS)
+        # The first call creates the provider's client and connection.
+        warm_up = await _calls(stub, pb, base_url, 0, WARM_UP_CALLS)
         if args.py_spy:
             out = args.py_spy_out or "profile-service.speedscope.json"
             fmt = "raw" if out.endswith(".txt") else "speedscope"
@@ -466,6 +467,7 @@ async def _main_process(args: argparse.Namespace) -> None:
     print(f"  time in the endpoint                {_stats(in_endpoint)}")
     print(f"  call at the client                  {_stats([_ms(w) for w in walls])}")
     print(f"  service CPU per call                {_ms(cpu) / args.calls:6.2f} ms")
+    print(f"  first call at the client            {_ms(warm_up[0]):6.2f} ms")
     print(f"  start → ready                       {ready_ms:6.0f} ms")
     print(f"  RSS ready / now / peak              {rss_ready:.1f} / {rss:.1f} / {hwm:.1f} MiB")
 

@@ -219,3 +219,19 @@ def test_history_arguments_are_reencoded_once_and_still_validated() -> None:
     for _ in range(2):
         with pytest.raises(LLMServiceError, match="must be a JSON object"):
             openai_chat.to_openai_messages(bad, ToolNameMapper())
+
+
+def test_openai_clients_share_one_tls_context_made_at_start_up() -> None:
+    from tarsy_llm.proto import llm_service_pb2 as pb
+    from tarsy_llm.providers import openai_chat
+
+    default_registry().prewarm({}, frozenset({"openai"}))
+    assert sockets.default_ssl_context.cache_info().currsize == 1
+    shared = sockets.default_ssl_context()
+    for url in ("https://llm.invalid/v1", "https://other.invalid/v1"):
+        client = openai_chat.build_client(
+            pb.LLMConfig(provider="openai", model="m", base_url=url), {}
+        )
+        assert client.endpoint is not None and client.endpoint._ssl is shared
+        transport = client.sdk._client._transport
+        assert sockets.transport_ssl_context(transport) is shared

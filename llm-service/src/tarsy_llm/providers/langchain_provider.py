@@ -345,6 +345,8 @@ class LangChainProvider(LLMProvider):
         for provider in sorted(providers):
             for module in PROVIDER_MODULES.get(provider, ()):
                 importlib.import_module(module)
+        if "openai" in providers:
+            openai_chat.prewarm()
 
     @staticmethod
     def _model_key(cfg: pb.LLMConfig) -> _ModelKey:

@@ -113,6 +113,16 @@ def build_client(cfg: pb.LLMConfig, environ: Mapping[str, str]) -> ChatClient:
     return lean_client(sdk, transport_ssl_context(transport))
 
 
+def prewarm() -> None:
+    """Makes a client once, as a call would, without sending anything: what
+    the first call of a configuration would otherwise pay (the SDK's lazy
+    imports, its platform headers, which run ``uname``, and the CA bundle
+    behind :func:`.sockets.default_ssl_context`) is paid at start-up."""
+    build_client(
+        pb.LLMConfig(provider="openai", model="prewarm", base_url="http://127.0.0.1:9/v1"), {}
+    )
+
+
 def lean_client(sdk: Any, ssl_context: Any) -> ChatClient:
     """A :class:`ChatClient` whose chat completions go through :mod:`.http1`
     with the request line and headers the SDK would send (it builds them once
