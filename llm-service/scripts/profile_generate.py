@@ -452,6 +452,9 @@ async def _main_process(args: argparse.Namespace) -> None:
             service.terminate()
             await service.wait()
         drain.cancel()
+    if args.dump:
+        with open(args.dump, "w") as f:
+            json.dump({**timings, "walls": walls, "calls": args.calls}, f)
     provider = timings["provider"][-args.calls :]
     grpc_calls = timings["grpc"][-args.calls :]
     if not provider:  # a service that calls no provider (--service-command)
@@ -528,6 +531,7 @@ def main() -> None:
     parser.add_argument("--py-spy-out", help="py-spy output file")
     parser.add_argument("--native", action="store_true", help="py-spy --native")
     parser.add_argument("--nagle", action="store_true", help="the endpoint leaves Nagle on")
+    parser.add_argument("--dump", help="write the raw timings (monotonic ns) to this JSON file")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -338,3 +338,52 @@ def test_default_registry_routes_both_backends() -> None:
     assert registry.backends() == ["google-native", "langchain"]
     assert isinstance(registry.get("google-native"), GoogleNativeProvider)
     assert isinstance(registry.get(""), LangChainProvider)
+
+
+async def test_log_lines_are_written_at_the_loops_next_turn_in_order(log_output) -> None:
+    import logging
+
+    from tarsy_llm.logs import DeferredHandler
+
+    log = logging.getLogger("tarsy_llm.test")
+    log.info("first", extra={"n": 1})
+    log.warning("second", extra={"n": 2})
+    # Logged from the loop: not yet written, so the call that logged goes on.
+    assert log_output.getvalue() == ""
+    await asyncio.sleep(0)
+    records = log_records(log_output)
+    assert [(r["msg"], r["n"]) for r in records] == [("first", 1), ("second", 2)]
+    # Pending lines are written on flush (shutdown) and at once without a loop.
+    log.info("third")
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, DeferredHandler)]
+    assert len(handlers) == 1
+    handlers[0].flush()
+    assert log_records(log_output)[-1]["msg"] == "third"
+    await asyncio.to_thread(log.info, "from a thread")
+    assert log_records(log_output)[-1]["msg"] == "from a thread"
+
+
+async def test_a_deferred_record_keeps_the_time_it_was_logged() -> None:
+    import logging
+
+    from tarsy_llm.logs import DeferredHandler
+
+    written: list[tuple[logging.LogRecord, float]] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            written.append((record, time.time()))
+
+    log = logging.getLogger("tarsy_llm.test.deferred")
+    log.propagate = False
+    log.addHandler(DeferredHandler(Collect()))
+    try:
+        log.warning("late")
+        time.sleep(0.05)  # the loop is busy: the line waits
+        assert written == []
+        await asyncio.sleep(0)
+    finally:
+        log.handlers.clear()
+        log.propagate = True
+    ((record, at),) = written
+    assert at - record.created >= 0.04

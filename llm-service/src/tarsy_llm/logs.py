@@ -8,6 +8,7 @@ an API key echoed back by a provider error never leaves the process.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -79,10 +80,51 @@ class JsonFormatter(logging.Formatter):
         return redact(_ENCODER.encode(entry))
 
 
+class DeferredHandler(logging.Handler):
+    """Hands records to ``inner`` at the event loop's next turn when a loop
+    runs in this thread, in order, all pending ones at once.
+
+    Formatting a line and writing it (a pipe write that wakes the reader, tens
+    of µs) then happen while the call waits on the network, not between a
+    gRPC request and the provider request or between a response's last chunk
+    and its end. Each record's time is still when it was logged. Without a
+    running loop, and on :meth:`flush`, records are written at once.
+    """
+
+    def __init__(self, inner: logging.Handler) -> None:
+        super().__init__()
+        self.inner = inner
+        self._pending: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            self.inner.handle(record)
+            return
+        if not self._pending:
+            loop.call_soon(self.flush)
+        self._pending.append(record)
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            pending, self._pending = self._pending, []
+            for record in pending:
+                self.inner.handle(record)
+            self.inner.flush()
+
+    def close(self) -> None:
+        self.flush()
+        self.inner.close()
+        super().close()
+
+
 def setup_logging(level: str = "INFO", stream: Any = None) -> None:
     """Installs the JSON formatter on the root logger (idempotent)."""
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    lines = logging.StreamHandler(stream or sys.stderr)
+    lines.setFormatter(JsonFormatter())
+    handler = DeferredHandler(lines)
     root = logging.getLogger()
     for existing in list(root.handlers):
         if getattr(existing, "_tarsy_handler", False):
