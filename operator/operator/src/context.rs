@@ -93,6 +93,11 @@ impl Context {
             .failures
             .lock()
             .map(|mut f| {
+                // Objects deleted while failing never succeed again: forget
+                // everything rather than grow (counts only tune the delay).
+                if f.len() >= MAX_FAILING_OBJECTS && !f.contains_key(key) {
+                    f.clear();
+                }
                 let n = f.entry(key.to_string()).or_insert(0);
                 *n = n.saturating_add(1);
                 *n
@@ -113,6 +118,9 @@ impl Context {
         }
     }
 }
+
+/// Failing objects whose failure counts are remembered.
+const MAX_FAILING_OBJECTS: usize = 4096;
 
 pub(crate) fn key_of(obj: &impl Resource) -> String {
     format!(

@@ -363,12 +363,22 @@ impl Drop for TaskGuard {
     }
 }
 
-pub(crate) fn log_result<T, E: std::fmt::Display>(
+pub(crate) fn log_result<T, R, Q>(
     what: &'static str,
-    r: Result<T, E>,
-) -> future::Ready<()> {
-    if let Err(e) = r {
-        warn!(controller = what, error = %e, "reconcile failed");
+    r: Result<T, controller::Error<R, Q>>,
+) -> future::Ready<()>
+where
+    R: std::error::Error,
+    Q: std::error::Error,
+{
+    match r {
+        Ok(_) => {}
+        // A change of an object deleted since: expected after every
+        // deletion, nothing to do.
+        Err(e @ controller::Error::ObjectNotFound(_)) => {
+            tracing::debug!(controller = what, error = %e, "reconcile skipped");
+        }
+        Err(e) => warn!(controller = what, error = %e, "reconcile failed"),
     }
     future::ready(())
 }
