@@ -26,7 +26,7 @@ format unless it ends in ``.txt``: collapsed stacks).
 CPU together) and ``--profile`` (which implies it) prints the functions that
 took the most CPU (cProfile, ``--sort``).
 
-    python scripts/profile_generate.py [--calls 300] [--nagle]
+    python scripts/profile_generate.py [--calls 300] [--nagle] [--mix]
     python scripts/profile_generate.py --py-spy ~/.local/bin/py-spy
     python scripts/profile_generate.py --profile [--sort tottime] [--top 40]
 """
@@ -65,7 +65,29 @@ def _now() -> int:
 # --- the fake endpoint and the relay (child process) ---------------------------
 
 
-def _events(n: int) -> list[bytes]:
+def _text_events(n: int, pieces: list[str]) -> list[bytes]:
+    """A streamed text answer, as the bench's fake streams its final answers."""
+
+    def chunk(choices, usage=None):
+        payload = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "choices": choices}
+        if usage:
+            payload["usage"] = usage
+        return f"data: {json.dumps(payload)}\n\n".encode()
+
+    out = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}}])]
+    out += [chunk([{"index": 0, "delta": {"content": piece}}]) for piece in pieces]
+    out.append(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+    out.append(chunk([], {"prompt_tokens": 4200, "completion_tokens": 30, "total_tokens": 4230}))
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+def _events(n: int, mix: bool = False) -> list[bytes]:
+    if mix and n % 7 == 6:
+        return _text_events(n, ["Root cause: ", "web-1 is OOMKilled; ", "raise its limit."])
+    if mix and n % 7 == 0:
+        return _text_events(n, ["web-1 was OOMKilled; ", "raise its limit."])
+
     def chunk(choices, usage=None):
         payload = {
             "id": f"chatcmpl-{n}",
@@ -149,7 +171,7 @@ class _FrameScanner:
         return ended
 
 
-async def _serve(port_file: str, upstream: str, nodelay: bool) -> None:
+async def _serve(port_file: str, upstream: str, nodelay: bool, mix: bool) -> None:
     count = 0
     # Per provider request: (received, answered); per gRPC stream: request
     # complete and response ended, by stream id.
@@ -192,7 +214,7 @@ async def _serve(port_file: str, upstream: str, nodelay: bool) -> None:
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                 b"transfer-encoding: chunked\r\n\r\n"
             )
-            for event in _events(count):
+            for event in _events(count, mix):
                 writer.write(b"%x\r\n%s\r\n" % (len(event), event))
                 await writer.drain()
                 await asyncio.sleep(0)
@@ -337,6 +359,7 @@ async def _start_endpoint(
     child = subprocess.Popen(
         [sys.executable, __file__, "--serve", port_file, "--upstream", upstream]
         + (["--nagle"] if args.nagle else [])
+        + (["--mix"] if args.mix else [])
     )
     for _ in range(200):
         if os.path.exists(port_file):
@@ -531,12 +554,17 @@ def main() -> None:
     parser.add_argument("--py-spy-out", help="py-spy output file")
     parser.add_argument("--native", action="store_true", help="py-spy --native")
     parser.add_argument("--nagle", action="store_true", help="the endpoint leaves Nagle on")
+    parser.add_argument(
+        "--mix",
+        action="store_true",
+        help="answers as in the bench's sessions: 5 tool calls, then 2 streamed texts",
+    )
     parser.add_argument("--dump", help="write the raw timings (monotonic ns) to this JSON file")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(_serve(args.serve, args.upstream, nodelay=not args.nagle))
+        asyncio.run(_serve(args.serve, args.upstream, nodelay=not args.nagle, mix=args.mix))
     elif args.in_process or args.profile:
         asyncio.run(_main_in_process(args))
     else:
