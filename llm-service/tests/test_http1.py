@@ -495,3 +495,63 @@ async def test_https_endpoints_verify_the_server(tmp_path: Path) -> None:
                 pass
     finally:
         server.close()
+
+
+# -- framing details ----------------------------------------------------------------
+
+
+async def _events_of(server: RawServer, calls: int = 1) -> list[list[str]]:
+    port = await server.start()
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+    endpoint = http1.Endpoint(
+        scheme="http", host="127.0.0.1", port=port, head=head, ssl_context=None
+    )
+    out = []
+    try:
+        for _ in range(calls):
+            async with endpoint.post(b"{}") as response:
+                out.append([data async for _, data in response.events()])
+            await asyncio.sleep(0.02)
+    finally:
+        server.close()
+    return out
+
+
+async def test_chunk_extensions_trailers_and_informational_heads() -> None:
+    def reply(n: int, head: bytes, body: bytes) -> list[bytes]:
+        return [
+            b"HTTP/1.1 100 Continue\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+            b"9;name=value\r\ndata: 1\n\n\r\n",
+            b"9\ndata: 2\n\n\n",  # bare LF line ends
+            b"0\r\nx-trailer: yes\r\n\r\n",
+        ]
+
+    server = RawServer(reply)
+    assert await _events_of(server, calls=2) == [["1", "2"], ["1", "2"]]
+    assert server.connections == 1
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        # The server says it closes.
+        [b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 9\r\n\r\ndata: 1\n\n"],
+        # HTTP/1.0: no keep-alive.
+        [b"HTTP/1.0 200 OK\r\ncontent-length: 9\r\n\r\ndata: 1\n\n"],
+        # Bytes after the answer: out of step.
+        [b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\ndata: 1\n\nHTTP/1.1 200 OK\r\n"],
+    ],
+)
+async def test_connections_that_cannot_be_reused_are_not(pieces: list[bytes]) -> None:
+    server = RawServer(lambda n, head, body: pieces)
+    assert await _events_of(server, calls=2) == [["1"], ["1"]]
+    assert server.connections == 2
+
+
+async def test_a_malformed_answer_is_a_broken_stream() -> None:
+    server = RawServer(
+        lambda n, head, body: [b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"]
+    )
+    with pytest.raises(http1.StreamBroken, match="chunk"):
+        await _events_of(server)
