@@ -165,9 +165,11 @@ def lean_client(sdk: Any, ssl_context: Any) -> ChatClient:
 # json.dumps(value, ensure_ascii=False), without a new encoder per call.
 _ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False)
 # Re-serialised arguments of the tool calls in the history, by their text: an
-# agent's conversation sends the same calls again on every iteration.
+# agent's conversation sends the same calls again on every iteration. Bounded:
+# at most 1024 entries of at most 2 KB (tool arguments are usually far smaller).
 _ARGUMENTS_CACHE: dict[str, str] = {}
-MAX_CACHED_ARGUMENTS = 4096
+MAX_CACHED_ARGUMENTS = 1024
+MAX_CACHED_ARGUMENTS_LENGTH = 2048
 
 
 def _history_arguments(call: Any, index: int) -> str:
@@ -179,9 +181,10 @@ def _history_arguments(call: Any, index: int) -> str:
         encoded = _ARGUMENTS_ENCODER.encode(
             parse_arguments(arguments, where=f"messages[{index}] call {call.id!r}")
         )
-        if len(_ARGUMENTS_CACHE) >= MAX_CACHED_ARGUMENTS:
-            _ARGUMENTS_CACHE.clear()
-        _ARGUMENTS_CACHE[arguments] = encoded
+        if len(arguments) <= MAX_CACHED_ARGUMENTS_LENGTH:
+            if len(_ARGUMENTS_CACHE) >= MAX_CACHED_ARGUMENTS:
+                _ARGUMENTS_CACHE.clear()
+            _ARGUMENTS_CACHE[arguments] = encoded
     return encoded
 
 
