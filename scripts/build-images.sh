@@ -313,7 +313,7 @@ without_network "$mnt"
 rm -f "$mnt/var/cache/apt/"*.bin
 # COPY --from=build /out/tarsy /usr/local/bin/tarsy
 install -D -m 0755 "$tarsy_bin" "$mnt/usr/local/bin/tarsy"
-bh config --user "$uid:$uid" --env TARSY_LOG_JSON=true \
+bh config --user "$uid:$uid" --env TARSY_LOG_JSON=true --env MALLOC_ARENA_MAX=2 \
   --entrypoint '["/usr/local/bin/tarsy"]' --cmd '["--help"]' "$ctr"
 commit "$tarsy_image"
 end

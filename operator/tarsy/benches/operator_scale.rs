@@ -375,6 +375,8 @@ spec:
                 (count + 200 + wave).to_string(),
             ),
             ("TARSY_ALERT_TTL".into(), "1s".into()),
+            // As the image sets it (Dockerfile).
+            ("MALLOC_ARENA_MAX".into(), "2".into()),
         ],
         llm_service_addr: None,
         log: dir.join("controller.log"),
