@@ -221,6 +221,12 @@ def test_history_arguments_are_reencoded_once_and_still_validated() -> None:
             openai_chat.to_openai_messages(bad, ToolNameMapper())
 
 
+def _transport_ssl_context(client) -> object:
+    """The TLS context of an SDK client's transport."""
+    transport = client._client._transport
+    return transport._pool._ssl_context
+
+
 def test_openai_clients_share_one_tls_context_made_at_start_up() -> None:
     from tarsy_llm.proto import llm_service_pb2 as pb
     from tarsy_llm.providers import openai_chat
@@ -232,6 +238,72 @@ def test_openai_clients_share_one_tls_context_made_at_start_up() -> None:
         client = openai_chat.build_client(
             pb.LLMConfig(provider="openai", model="m", base_url=url), {}
         )
-        assert client.endpoint is not None and client.endpoint._ssl is shared
-        transport = client.sdk._client._transport
-        assert sockets.transport_ssl_context(transport) is shared
+        assert _transport_ssl_context(client) is shared
+
+
+async def test_the_body_is_what_the_sdk_would_encode(fake) -> None:
+    """The body encoded here (orjson for the conversation, tools once per tool
+    set) is byte for byte the SDK's own encoding of the same request, and is
+    sent as the SDK sends a JSON body."""
+    from conftest import API_KEY, call, msg, tool_def
+    from openai._utils._json import openapi_dumps
+
+    from tarsy_llm.providers import openai_chat
+    from tarsy_llm.providers.base import ToolNameMapper
+
+    schema = {
+        "type": "object",
+        "properties": {"ratio": {"type": "number", "minimum": 1e-05, "default": 0.5}},
+    }
+    request = make_request(
+        "openai",
+        f"{fake.url}/v1",
+        messages=[
+            msg("system", 'You are TARSy. \u2028 \x00\x1f "quoted" \\ </script> 😀'),
+            msg("user", "Why is pod ä failing?\n\ttab"),
+            msg(
+                "assistant",
+                "",
+                tool_calls=[call("call_1", "kubernetes-server.pods_list", {"namespace": "prod ü"})],
+            ),
+            msg("tool", "pod x: CrashLoopBackOff", tool_call_id="call_1"),
+            msg("assistant", "Checking é."),
+        ],
+        tools=[tool_def(), tool_def("kubernetes-server.events_list", schema)],
+        max_output_tokens=1234,
+    )
+    mapper = ToolNameMapper(tool.name for tool in request.tools)
+    tools = openai_chat.ToolSet(request.tools)
+    body = openai_chat.request_body(request, mapper, tools)
+    plain = {**body, "tools": tools.definitions}
+    assert openai_chat.encode_body(body) == openapi_dumps(plain)
+    fake.add(sse_reply([openai_chunk(content="ok"), openai_chunk(finish="stop"), openai_done()]))
+    chunks = await collect(LangChainProvider(environ=ENV).generate(request))
+    assert kinds(chunks) == ["text"]
+    (sent,) = fake.post_requests("/chat/completions")
+    assert sent.path == "/v1/chat/completions"
+    assert sent.body == openapi_dumps(plain)
+    assert sent.headers["content-type"] == "application/json"
+    assert sent.headers["authorization"] == f"Bearer {API_KEY}"
+
+
+async def test_an_error_event_in_the_stream_fails_the_call(fake) -> None:
+    from conftest import texts
+
+    from tarsy_llm.errors import LLMServiceError
+
+    fake.add(
+        sse_reply(
+            [
+                openai_chunk(content="partial"),
+                b'data: {"error": {"message": "model overloaded", "type": "server_error"}}\n\n',
+            ]
+        )
+    )
+    received = []
+    with pytest.raises(LLMServiceError, match="model overloaded"):
+        async for chunk in LangChainProvider(environ=ENV).generate(
+            make_request("openai", f"{fake.url}/v1")
+        ):
+            received.append(chunk)
+    assert texts(received) == "partial"

@@ -7,7 +7,7 @@ created once per configuration and reused, so their HTTP connection pools are,
 and so are the models with tools bound, per set of tools.
 
 Provider ``openai`` is the exception: it is served by :mod:`.openai_chat`, the
-same request and answer without LangChain's (or the SDK's) per-call cost.
+same request and answer without LangChain's per-call cost.
 """
 
 from __future__ import annotations
@@ -334,7 +334,7 @@ class LangChainProvider(LLMProvider):
         self._factory = model_factory
         self._models: dict[_ModelKey, BaseChatModel] = {}
         self._bound: OrderedDict[tuple[_ModelKey, bytes], Any] = OrderedDict()
-        self._openai_clients: dict[_ClientKey, openai_chat.ChatClient] = {}
+        self._openai_clients: dict[_ClientKey, Any] = {}
         self._openai_tools: OrderedDict[bytes, openai_chat.ToolSet] = OrderedDict()
         # Gemini thought signatures of tool calls, per execution (as google-native does).
         self.signatures = ThoughtSignatureCache()
@@ -396,8 +396,8 @@ class LangChainProvider(LLMProvider):
             self._bound.move_to_end(key)
         return bound
 
-    def openai_client_for(self, cfg: pb.LLMConfig) -> openai_chat.ChatClient:
-        """The cached openai client for this configuration."""
+    def openai_client_for(self, cfg: pb.LLMConfig) -> Any:
+        """The cached openai SDK client for this configuration."""
         key = _ClientKey(cfg.api_key_env, cfg.base_url)
         client = self._openai_clients.get(key)
         if client is None:

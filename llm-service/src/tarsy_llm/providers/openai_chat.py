@@ -1,17 +1,15 @@
 """Provider ``openai`` of the ``langchain`` backend: chat completions, streamed lean.
 
-OpenAI and OpenAI-compatible servers (vLLM, Ollama, ...) are called without
-LangChain's ``ChatOpenAI``: the same request on the wire, the same chunks back,
-the same SDK exceptions on failure, at a fraction of the cost. Through
-LangChain a call with a dozen messages cost ≈ 8 ms of CPU in this service (the
-SDK's per-request type transforms of the whole conversation, LangChain's run
-managers and per-chunk message merging); through the SDK's raw request API
-≈ 2 ms (its request building, then httpx, httpcore, anyio and h11 on every
-read of the stream). Direct connections now go through :mod:`.http1`, which
-sends the request line and headers the SDK builds (once per client) with the
-body the SDK would encode (orjson for the conversation, the same bytes), and
-decodes the answer as the SDK's ``AsyncStream`` does; what it does not handle
-(a proxy, a redirect) goes through the SDK as before.
+OpenAI and OpenAI-compatible servers (vLLM, Ollama, ...) are called through the
+openai SDK's raw request API instead of LangChain's ``ChatOpenAI``: the same
+request on the wire, the same chunks back, the same SDK exceptions on failure,
+at a fraction of the cost. Through LangChain a call with a dozen messages cost
+≈ 8 ms of CPU in this service (the SDK's per-request type transforms of the
+whole conversation, LangChain's run managers and per-chunk message merging).
+Here the body is encoded once, by this module (orjson for the conversation,
+tools once per tool set: the bytes the SDK's own encoder would make), and
+handed to the SDK as the request's ``content``; the SDK sends it over its own
+HTTP transport and decodes the streamed answer.
 
 What LangChain did and this keeps, so that nothing changes for a provider:
 
@@ -42,7 +40,6 @@ import orjson
 from .. import chunks
 from ..errors import ErrorCode, LLMServiceError
 from ..proto import llm_service_pb2 as pb
-from . import http1
 from .base import (
     ToolNameMapper,
     new_call_id,
@@ -50,38 +47,18 @@ from .base import (
     parse_schema,
     read_api_key,
 )
-from .sockets import async_transport, transport_ssl_context
+from .sockets import async_transport
 
 # OpenAI-compatible servers (vLLM, Ollama) usually need no key, but the SDK
 # insists on one; this placeholder is sent when the request names none.
 NO_KEY_PLACEHOLDER = "not-needed"
 CHAT_PATH = "/chat/completions"
-# How long the rest of an answer is read after ``[DONE]`` to keep its
-# connection (the SDK's limit).
-DRAIN_TIMEOUT = 0.1
 
 
-@dataclass
-class ChatClient:
-    """The SDK client of one configuration and, for direct connections, the
-    lean endpoint that serves its chat completions (:mod:`.http1`)."""
-
-    sdk: Any
-    endpoint: http1.Endpoint | None = None
-    url: str = ""
-
-    def httpx_request(self) -> Any:
-        """A request object for the SDK's exceptions (built on failure only)."""
-        import httpx2  # noqa: PLC0415 - loaded with the SDK
-
-        return httpx2.Request("POST", self.url)
-
-
-def build_client(cfg: pb.LLMConfig, environ: Mapping[str, str]) -> ChatClient:
+def build_client(cfg: pb.LLMConfig, environ: Mapping[str, str]) -> Any:
     """The SDK client for one configuration: no SDK retries, no client timeout
     (the gRPC call's deadline and cancellation bound a call), TCP_NODELAY and
-    prompt ACKs on its connections; with the lean endpoint unless a proxy is
-    configured."""
+    prompt ACKs on its connections."""
     import openai  # noqa: PLC0415 - imported at start-up by prewarm(), not at module load
 
     base_url = cfg.base_url or environ.get("OPENAI_API_BASE") or None
@@ -101,16 +78,13 @@ def build_client(cfg: pb.LLMConfig, environ: Mapping[str, str]) -> ChatClient:
         if transport is not None
         else None
     )
-    sdk = openai.AsyncOpenAI(
+    return openai.AsyncOpenAI(
         api_key=api_key,
         base_url=base_url,
         max_retries=0,
         timeout=None,
         http_client=http_client,
     )
-    if transport is None:
-        return ChatClient(sdk)
-    return lean_client(sdk, transport_ssl_context(transport))
 
 
 def prewarm() -> None:
@@ -121,45 +95,6 @@ def prewarm() -> None:
     build_client(
         pb.LLMConfig(provider="openai", model="prewarm", base_url="http://127.0.0.1:9/v1"), {}
     )
-
-
-def lean_client(sdk: Any, ssl_context: Any) -> ChatClient:
-    """A :class:`ChatClient` whose chat completions go through :mod:`.http1`
-    with the request line and headers the SDK would send (it builds them once
-    here); the SDK alone when it would change them per request (token
-    providers, custom auth)."""
-    from openai._models import FinalRequestOptions  # noqa: PLC0415
-
-    if (
-        any(
-            getattr(sdk, name, None) is not None
-            for name in ("_provider_runtime", "_api_key_provider", "_workload_identity_auth")
-        )
-        or getattr(sdk, "custom_auth", None) is not None
-    ):
-        return ChatClient(sdk)
-    template = sdk._build_request(
-        FinalRequestOptions.construct(method="post", url=CHAT_PATH, json_data=b"{}")
-    )
-    url = template.url
-    skip = (b"content-length", b"transfer-encoding")
-    head = (
-        b"POST "
-        + url.raw_path
-        + b" HTTP/1.1\r\n"
-        + b"".join(
-            name + b": " + value + b"\r\n"
-            for name, value in template.headers.raw
-            if name.lower() not in skip
-        )
-    )
-    try:
-        endpoint = http1.Endpoint(
-            scheme=url.scheme, host=url.host, port=url.port, head=head, ssl_context=ssl_context
-        )
-    except ValueError:  # a scheme the SDK's transport would reject the same way
-        return ChatClient(sdk)
-    return ChatClient(sdk, endpoint, str(url))
 
 
 # json.dumps(value, ensure_ascii=False), without a new encoder per call.
@@ -345,109 +280,22 @@ class _Usage:
         self.values["reasoning"] += (details.get("reasoning_tokens") or 0) if details else 0
 
 
-async def sdk_events(sdk: Any, body: bytes) -> AsyncIterator[Any]:
-    """The answer's decoded events, through the SDK (behind a proxy, or
-    after a redirect)."""
-    from openai import AsyncStream  # noqa: PLC0415 - loaded with the client
-
-    stream = await sdk.post(
-        CHAT_PATH, body=body, cast_to=object, stream=True, stream_cls=AsyncStream[object]
-    )
-    async with stream, aclosing(stream.__aiter__()) as events:
-        async for data in events:
-            yield data
-
-
-def _loads(data: str) -> Any:
-    """``json.loads``, faster: orjson where it agrees, json itself otherwise
-    (big integers, NaN, lone surrogates) and for the error."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
-
-
-def _stream_error(data: Any, client: ChatClient) -> Exception | None:
-    """The SDK's ``APIError`` for an event that carries an error, else None."""
-    if not isinstance(data, Mapping) or not data.get("error"):
-        return None
-    import openai  # noqa: PLC0415 - loaded with the client
-
-    error = data.get("error")
-    message = error.get("message") if isinstance(error, Mapping) else None
-    if not message or not isinstance(message, str):
-        message = "An error occurred during streaming"
-    return openai.APIError(message=message, request=client.httpx_request(), body=data["error"])
-
-
-async def lean_events(client: ChatClient, body: bytes) -> AsyncIterator[Any]:
-    """The answer's decoded events through :mod:`.http1`: what the SDK's
-    ``AsyncStream`` yields (``[DONE]`` ends it, error events raise
-    ``APIError``), and its exceptions when the call fails."""
-    import openai  # noqa: PLC0415 - loaded with the client
-
-    assert client.endpoint is not None
-    try:
-        async with client.endpoint.post(body) as response:
-            async for event, data in response.events():
-                if data.startswith("[DONE]"):
-                    await response.drain(DRAIN_TIMEOUT)
-                    break
-                if event is not None and event.startswith("thread."):
-                    value = json.loads(data)
-                    if event == "error" and (error := _stream_error(value, client)):
-                        raise error
-                    yield {"data": value, "event": event}
-                    continue
-                value = _loads(data)
-                slow = value.__class__ is not dict or "error" in value
-                if slow and (error := _stream_error(value, client)):
-                    raise error
-                yield value
-        return
-    except http1.Redirected:
-        pass  # the SDK follows redirects: it makes the call again, below
-    except http1.StatusError as exc:
-        raise client.sdk._make_status_error_from_response(_status_response(client, exc)) from None
-    except http1.ConnectFailed as exc:
-        raise openai.APIConnectionError(request=client.httpx_request()) from exc
-    except http1.StreamBroken as exc:
-        if exc.reading_error_body:  # the SDK lets httpx's error through here
-            import httpx2  # noqa: PLC0415
-
-            raise httpx2.RemoteProtocolError(str(exc)) from exc
-        raise openai.APIConnectionError(request=client.httpx_request()) from exc
-    async for value in sdk_events(client.sdk, body):
-        yield value
-
-
-def _status_response(client: ChatClient, exc: http1.StatusError) -> Any:
-    """The httpx response the SDK builds its status errors from."""
-    import httpx2  # noqa: PLC0415
-
-    headers = [
-        (name, value)
-        for name, value in exc.headers
-        if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-    ]
-    return httpx2.Response(
-        exc.status, headers=headers, content=exc.body, request=client.httpx_request()
-    )
-
-
 async def stream_chat(
-    client: ChatClient, body: dict[str, Any], mapper: ToolNameMapper
+    client: Any, body: dict[str, Any], mapper: ToolNameMapper
 ) -> AsyncIterator[pb.GenerateResponse]:
     """One streamed chat completion as response chunks (no final chunk)."""
-    encoded = encode_body(body)
-    events = (
-        lean_events(client, encoded)
-        if client.endpoint is not None
-        else sdk_events(client.sdk, encoded)
+    from openai import AsyncStream  # noqa: PLC0415 - loaded with the client
+
+    stream = await client.post(
+        CHAT_PATH,
+        cast_to=object,
+        content=encode_body(body),
+        stream=True,
+        stream_cls=AsyncStream[object],
     )
     calls: dict[int, _CallFragments] = {}
     usage = _Usage()
-    async with aclosing(events):
+    async with stream, aclosing(stream.__aiter__()) as events:
         async for data in events:
             if not isinstance(data, dict):
                 continue

@@ -151,11 +151,3 @@ def async_transport() -> httpx2.AsyncBaseTransport | None:
         network_backend=QuickAckBackend(),
     )
     return transport
-
-
-def transport_ssl_context(transport: httpx2.AsyncBaseTransport) -> ssl.SSLContext | None:
-    """The TLS settings of a transport made by :func:`async_transport` (the
-    httpx defaults: the same trust store, honouring ``SSL_CERT_FILE``...)."""
-    pool = getattr(transport, "_pool", None)
-    context = getattr(pool, "_ssl_context", None)
-    return context if isinstance(context, ssl.SSLContext) else None
