@@ -29,6 +29,8 @@ What LangChain did and this keeps, so that nothing changes for a provider:
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
@@ -87,14 +89,24 @@ def build_client(cfg: pb.LLMConfig, environ: Mapping[str, str]) -> Any:
     )
 
 
+# Imported by the first call otherwise: anyio's asyncio backend (≈ 15 ms; the
+# SDK ends every stream within an anyio cancel scope) and the IDNA codec that
+# host names are resolved with.
+_FIRST_CALL_MODULES = ("anyio._backends._asyncio", "encodings.idna")
+
+
 def prewarm() -> None:
     """Makes a client once, as a call would, without sending anything: what
     the first call of a configuration would otherwise pay (the SDK's lazy
-    imports, its platform headers, which run ``uname``, and the CA bundle
-    behind :func:`.sockets.default_ssl_context`) is paid at start-up."""
+    imports, its platform headers, which run ``uname``, the CA bundle behind
+    :func:`.sockets.default_ssl_context`, the modules a first request
+    imports) is paid at start-up."""
     build_client(
         pb.LLMConfig(provider="openai", model="prewarm", base_url="http://127.0.0.1:9/v1"), {}
     )
+    for module in _FIRST_CALL_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
 
 
 # json.dumps(value, ensure_ascii=False), without a new encoder per call.
