@@ -19,7 +19,8 @@ pub use config::{
 pub use conversation::{ConversationMessage, TokenUsage, ToolCall, ToolDefinition, ToolResult};
 pub use recorder::{
     EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMcpInteraction, NewMessage,
-    NewTimelineEvent, RecordError, RecordScope, StoredMessage, TimelineEvent, error_kind,
+    NewTimelineEvent, RecordError, RecordScope, RecordWrite, StoredMessage, TimelineEvent,
+    error_kind,
 };
 pub use status::{
     Backend, ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType,

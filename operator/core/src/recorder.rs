@@ -170,6 +170,28 @@ pub enum RecordError {
     Storage(String),
 }
 
+/// One write of a [`ExecutionRecorder::write_batch`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordWrite {
+    /// [`ExecutionRecorder::create_timeline_event`].
+    CreateEvent(NewTimelineEvent),
+    /// [`ExecutionRecorder::complete_timeline_event`].
+    CompleteEvent {
+        /// The event.
+        event_id: String,
+        /// Final content.
+        content: String,
+        /// Final status.
+        status: TimelineEventStatus,
+        /// Merged into the event's metadata.
+        metadata: Option<Value>,
+    },
+    /// [`ExecutionRecorder::create_message`].
+    Message(NewMessage),
+    /// [`ExecutionRecorder::create_llm_interaction`].
+    LlmInteraction(NewLlmInteraction),
+}
+
 /// Writes what an agent execution produces, as it happens. Every method is a
 /// single insert or an update by id: progressive writes stay cheap.
 #[async_trait]
@@ -206,6 +228,35 @@ pub trait ExecutionRecorder: Send + Sync {
         &self,
         interaction: NewMcpInteraction,
     ) -> Result<String, RecordError>;
+
+    /// Several writes in order, as one transaction where the store has them
+    /// (one commit for an iteration step instead of one per record).
+    /// Returns, per write, the id it created (`None` for a completion). The
+    /// default runs them one by one.
+    async fn write_batch(
+        &self,
+        writes: Vec<RecordWrite>,
+    ) -> Result<Vec<Option<String>>, RecordError> {
+        let mut ids = Vec::with_capacity(writes.len());
+        for w in writes {
+            ids.push(match w {
+                RecordWrite::CreateEvent(e) => Some(self.create_timeline_event(e).await?),
+                RecordWrite::CompleteEvent {
+                    event_id,
+                    content,
+                    status,
+                    metadata,
+                } => {
+                    self.complete_timeline_event(&event_id, &content, status, metadata)
+                        .await?;
+                    None
+                }
+                RecordWrite::Message(m) => Some(self.create_message(m).await?),
+                RecordWrite::LlmInteraction(i) => Some(self.create_llm_interaction(i).await?),
+            });
+        }
+        Ok(ids)
+    }
 
     /// Timeline events of one execution, in sequence order (synthesis and
     /// chat context are built from these).

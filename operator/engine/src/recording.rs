@@ -27,8 +27,17 @@
 //! (the records are stored first), and the event's own write (a stored
 //! event, a NOTIFY) then overlaps the next step instead of delaying it. The
 //! order of the events is kept; [`Recorder::flush`] waits until all are out.
+//!
+//! A pipelined recorder also writes an iteration step's records as one
+//! transaction: records nobody waits for (an LLM call's interaction record,
+//! an event's completion) are held until the next record that returns an id
+//! (a message, a new event) and written with it in one batch
+//! ([`ExecutionRecorder::write_batch`]); an event completed that way is
+//! published once it is stored. [`Recorder::flush_writes`] writes them
+//! before anything outside the process sees the step's effects (the next
+//! model request, a tool call, the end of the execution).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
@@ -39,7 +48,7 @@ use tarsy_core::recorder::session_channel;
 use tarsy_core::stream::{StreamEvent, timestamp};
 use tarsy_core::{
     ConversationMessage, EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMessage,
-    NewTimelineEvent, RecordError, RecordScope, TimelineEvent, TimelineEventStatus,
+    NewTimelineEvent, RecordError, RecordScope, RecordWrite, TimelineEvent, TimelineEventStatus,
     TimelineEventType,
 };
 
@@ -86,8 +95,18 @@ pub struct Recorder {
     store: Arc<dyn ExecutionRecorder>,
     publisher: Arc<dyn EventPublisher>,
     pipeline: Option<Pipeline>,
+    /// Writes held for the next batch (pipelined recorders only).
+    held: Option<Mutex<Held>>,
     event_seq: i64,
     message_seq: i64,
+}
+
+/// Records held for the next batch, and the events to publish once they
+/// are stored.
+#[derive(Default)]
+struct Held {
+    writes: Vec<RecordWrite>,
+    events: Vec<StreamEvent>,
 }
 
 /// Publishes one event, logging (not returning) a failure: live delivery is
@@ -116,6 +135,7 @@ impl Recorder {
             store,
             publisher,
             pipeline: None,
+            held: None,
             event_seq: 0,
             message_seq: 0,
         }
@@ -140,18 +160,103 @@ impl Recorder {
             }
         });
         recorder.pipeline = Some(Pipeline { tx, task });
+        recorder.held = Some(Mutex::new(Held::default()));
         recorder
     }
 
-    /// Waits until every queued event is published; later events are
-    /// published directly. A no-op for a recorder that is not pipelined.
-    pub async fn flush(&mut self) {
+    /// Writes the held records, then waits until every queued event is
+    /// published; later events are published directly and later records
+    /// written at once. Returns the held records' write error.
+    pub async fn flush(&mut self) -> Result<(), RecordError> {
+        let written = self.flush_writes().await;
+        self.held = None;
         if let Some(Pipeline { tx, task }) = self.pipeline.take() {
             drop(tx);
             if let Err(e) = task.await {
                 tracing::warn!(session_id = %self.scope.session_id, error = %e, "event publisher task failed");
             }
         }
+        written
+    }
+
+    fn take_held(&self) -> Held {
+        match &self.held {
+            Some(h) => std::mem::take(&mut *h.lock().unwrap_or_else(|e| e.into_inner())),
+            None => Held::default(),
+        }
+    }
+
+    /// Holds `write` for the next batch (and `event` until it is stored);
+    /// gives both back when this recorder does not hold writes.
+    fn hold(
+        &self,
+        write: RecordWrite,
+        event: Option<StreamEvent>,
+    ) -> Option<(RecordWrite, Option<StreamEvent>)> {
+        let Some(h) = &self.held else {
+            return Some((write, event));
+        };
+        let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
+        h.writes.push(write);
+        h.events.extend(event);
+        None
+    }
+
+    /// Writes the held records with `last` (if any) as one batch, publishes
+    /// the events that waited for them, and returns `last`'s id.
+    async fn write_with_held(
+        &self,
+        last: Option<RecordWrite>,
+    ) -> Result<Option<String>, RecordError> {
+        let held = self.take_held();
+        let mut writes = held.writes;
+        let with_last = last.is_some();
+        writes.extend(last);
+        if writes.is_empty() {
+            return Ok(None);
+        }
+        let ids = if writes.len() == 1 && with_last {
+            // One record: its own write, as without holding.
+            match writes.pop() {
+                Some(w) => vec![self.write_one(w).await?],
+                None => Vec::new(),
+            }
+        } else {
+            self.store.write_batch(writes).await?
+        };
+        for e in held.events {
+            self.publish(e).await;
+        }
+        Ok(if with_last {
+            ids.last().cloned().flatten()
+        } else {
+            None
+        })
+    }
+
+    async fn write_one(&self, w: RecordWrite) -> Result<Option<String>, RecordError> {
+        Ok(match w {
+            RecordWrite::CreateEvent(e) => Some(self.store.create_timeline_event(e).await?),
+            RecordWrite::CompleteEvent {
+                event_id,
+                content,
+                status,
+                metadata,
+            } => {
+                self.store
+                    .complete_timeline_event(&event_id, &content, status, metadata)
+                    .await?;
+                None
+            }
+            RecordWrite::Message(m) => Some(self.store.create_message(m).await?),
+            RecordWrite::LlmInteraction(i) => Some(self.store.create_llm_interaction(i).await?),
+        })
+    }
+
+    /// Writes the held records (one transaction) and publishes the events
+    /// that waited for them.
+    pub async fn flush_writes(&self) -> Result<(), RecordError> {
+        self.write_with_held(None).await.map(|_| ())
     }
 
     /// The scope records are written under.
@@ -219,16 +324,16 @@ impl Recorder {
         self.event_seq += 1;
         let seq = self.event_seq;
         let id = self
-            .store
-            .create_timeline_event(NewTimelineEvent {
+            .write_with_held(Some(RecordWrite::CreateEvent(NewTimelineEvent {
                 scope: self.scope.clone(),
                 sequence_number: seq,
                 event_type,
                 status,
                 content: content.to_string(),
                 metadata: metadata.clone(),
-            })
-            .await?;
+            })))
+            .await?
+            .unwrap_or_default();
         self.publish(StreamEvent::TimelineEventCreated {
             event_id: id.clone(),
             session_id: self.scope.session_id.clone(),
@@ -289,6 +394,7 @@ impl Recorder {
         {
             let pending = std::mem::take(&mut handle.pending);
             handle.last_flush = Instant::now();
+            self.flush_writes().await?;
             self.store
                 .append_timeline_content(&handle.id, &pending)
                 .await?;
@@ -306,16 +412,19 @@ impl Recorder {
     ) -> Result<(), RecordError> {
         handle.pending.clear();
         handle.content = content.to_string();
-        self.store
-            .complete_timeline_event(&handle.id, content, status, metadata.clone())
-            .await?;
+        let write = RecordWrite::CompleteEvent {
+            event_id: handle.id.clone(),
+            content: content.to_string(),
+            status,
+            metadata: metadata.clone(),
+        };
         if let (Value::Object(base), Some(Value::Object(extra))) = (&mut handle.metadata, metadata)
         {
             for (k, v) in extra {
                 base.insert(k, v);
             }
         }
-        self.publish(StreamEvent::TimelineEventCompleted {
+        let event = StreamEvent::TimelineEventCompleted {
             event_id: handle.id.clone(),
             session_id: self.scope.session_id.clone(),
             stage_id: self.scope.stage_id.clone(),
@@ -325,16 +434,22 @@ impl Recorder {
             content: content.to_string(),
             metadata: handle.metadata.clone(),
             timestamp: timestamp(),
-        })
-        .await;
+        };
+        // Held: written with the next record, published once stored.
+        if let Some((write, event)) = self.hold(write, Some(event)) {
+            self.write_one(write).await?;
+            if let Some(event) = event {
+                self.publish(event).await;
+            }
+        }
         Ok(())
     }
 
     /// Stores a conversation message; returns its id.
     pub async fn store_message(&mut self, m: &ConversationMessage) -> Result<String, RecordError> {
         self.message_seq += 1;
-        self.store
-            .create_message(NewMessage {
+        Ok(self
+            .write_with_held(Some(RecordWrite::Message(NewMessage {
                 scope: self.scope.clone(),
                 sequence_number: self.message_seq,
                 role: m.role,
@@ -342,12 +457,17 @@ impl Recorder {
                 tool_calls: m.tool_calls.clone(),
                 tool_call_id: m.tool_call_id.clone(),
                 tool_name: m.tool_name.clone(),
-            })
-            .await
+            })))
+            .await?
+            .unwrap_or_default())
     }
 
-    /// Records an LLM call.
-    pub async fn llm_interaction(&self, i: NewLlmInteraction) -> Result<String, RecordError> {
-        self.store.create_llm_interaction(i).await
+    /// Records an LLM call (a pipelined recorder holds it for the next
+    /// batch).
+    pub async fn llm_interaction(&self, i: NewLlmInteraction) -> Result<(), RecordError> {
+        if let Some((write, _)) = self.hold(RecordWrite::LlmInteraction(i), None) {
+            self.write_one(write).await?;
+        }
+        Ok(())
     }
 }

@@ -348,6 +348,97 @@ impl Db {
     }
 }
 
+/// `text` with every `$N` parameter moved up by `offset`.
+fn renumber(text: &str, offset: usize) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut chars = text.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
+        out.push(c);
+        if c != '$' {
+            continue;
+        }
+        let mut digits = String::new();
+        while let Some((_, d)) = chars.peek().copied().filter(|(_, d)| d.is_ascii_digit()) {
+            digits.push(d);
+            chars.next();
+        }
+        match digits.parse::<usize>() {
+            Ok(n) => out.push_str(&(n + offset).to_string()),
+            Err(_) => out.push_str(&digits),
+        }
+    }
+    out
+}
+
+impl Db {
+    /// Runs data-modifying statements that do not depend on each other's
+    /// rows, in order, as one transaction in one round trip; returns the
+    /// rows they affected together. Postgres: one statement whose parts are
+    /// data-modifying CTEs (atomic, one commit). SQLite: one multi-statement
+    /// `BEGIN IMMEDIATE; …; COMMIT` on one connection, rolled back when a
+    /// statement fails. On an error nothing is written.
+    pub(crate) async fn execute_batch(&self, statements: Vec<Sql>) -> Result<u64> {
+        let mut args: Vec<Arg> = Vec::new();
+        let mut parts: Vec<String> = Vec::with_capacity(statements.len());
+        for st in statements {
+            parts.push(renumber(&st.text, args.len()));
+            args.extend(st.args);
+        }
+        match self {
+            Db::Postgres(pool) => {
+                let mut text = String::from("WITH ");
+                for (i, p) in parts.iter().enumerate() {
+                    if i > 0 {
+                        text.push_str(", ");
+                    }
+                    text.push_str(&format!("w{i} AS ({p} RETURNING 1)"));
+                }
+                text.push_str(" SELECT ");
+                for i in 0..parts.len() {
+                    if i > 0 {
+                        text.push_str(" + ");
+                    }
+                    text.push_str(&format!("(SELECT count(*) FROM w{i})"));
+                }
+                let sql = Sql {
+                    text: Cow::Owned(text),
+                    args,
+                };
+                Target::PgPool(pool).fetch_i64(sql).await.map(|n| n as u64)
+            }
+            Db::Sqlite(pool) => {
+                // Rows are counted by what each statement returns: SQLite's
+                // change count is the last write's, also after BEGIN/COMMIT.
+                let mut text = String::from("BEGIN IMMEDIATE;\n");
+                for p in &parts {
+                    text.push_str(p);
+                    text.push_str(" RETURNING 1;\n");
+                }
+                text.push_str("COMMIT;");
+                let sql = Sql {
+                    text: Cow::Owned(text),
+                    args,
+                };
+                let (text, args) = sql.sqlite()?;
+                let mut conn = pool.acquire().await?;
+                let rows = sqlx::query_with(text, args)
+                    .fetch_all(&mut *conn)
+                    .await
+                    .map_err(StoreError::from);
+                match rows {
+                    Ok(rows) => Ok(rows.len() as u64),
+                    Err(e) => {
+                        // A statement failed inside the transaction: undo
+                        // what it did (no-op if it never began).
+                        let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl Tx {
     fn target(&mut self) -> Target<'_> {
         match self {
@@ -489,6 +580,14 @@ pub(crate) fn like_pattern(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn renumbering_moves_every_parameter() {
+        assert_eq!(
+            renumber("UPDATE t SET a = $1, b = $12 WHERE id = $2 AND c = '$'", 3),
+            "UPDATE t SET a = $4, b = $15 WHERE id = $5 AND c = '$'"
+        );
+    }
 
     #[test]
     fn like_pattern_escapes_wildcards() {

@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+mod batch;
 mod breakers;
 mod chats;
 mod db;

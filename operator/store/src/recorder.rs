@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tarsy_core::{
     ConversationMessage, ExecutionRecorder, NewLlmInteraction, NewMcpInteraction, NewMessage,
-    NewTimelineEvent, RecordError, StoredMessage, TimelineEvent, TimelineEventStatus,
+    NewTimelineEvent, RecordError, RecordWrite, StoredMessage, TimelineEvent, TimelineEventStatus,
 };
 
 use crate::Store;
@@ -50,6 +50,13 @@ impl ExecutionRecorder for Store {
         interaction: NewMcpInteraction,
     ) -> Result<String, RecordError> {
         Ok(Store::create_mcp_interaction(self, interaction).await?.id)
+    }
+
+    async fn write_batch(
+        &self,
+        writes: Vec<RecordWrite>,
+    ) -> Result<Vec<Option<String>>, RecordError> {
+        Ok(Store::write_batch(self, writes).await?)
     }
 
     async fn execution_timeline(

@@ -16,7 +16,7 @@ const EVENT: &str = "timeline event";
 const MESSAGE: &str = "message";
 
 /// Metadata is always a JSON object so that completion can merge into it.
-fn metadata_object(metadata: Value) -> Result<Value> {
+pub(crate) fn metadata_object(metadata: Value) -> Result<Value> {
     match metadata {
         Value::Null => Ok(Value::Object(Map::new())),
         Value::Object(_) => Ok(metadata),

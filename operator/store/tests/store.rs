@@ -11,8 +11,8 @@ use serde_json::json;
 use tarsy_core::{
     ExecutionKind, ExecutionRecorder, ExecutionStatus, IterationStrategy, LlmInteractionType,
     McpInteractionType, MessageRole, NewLlmInteraction, NewMcpInteraction, NewMessage,
-    NewTimelineEvent, ParallelType, RecordError, RecordScope, SessionStatus, SuccessPolicy,
-    TimelineEventStatus, TimelineEventType, TokenUsage, ToolCall,
+    NewTimelineEvent, ParallelType, RecordError, RecordScope, RecordWrite, SessionStatus,
+    SuccessPolicy, TimelineEventStatus, TimelineEventType, TokenUsage, ToolCall,
 };
 use tarsy_store::{NewStage, SessionFilter, SessionOutcome, Store, StoreError, StoredEvent};
 
@@ -37,6 +37,7 @@ on_both_backends!(
     orphans_and_counts,
     messages_up_to_a_message,
     any_text_is_stored_the_same_on_both_backends,
+    batches_write_a_step_at_once,
 );
 
 on_postgres!(
@@ -2021,4 +2022,115 @@ async fn any_text_is_stored_the_same_on_both_backends(store: Store) {
         .await
         .unwrap();
     assert!(filtered.sessions.len() <= 64);
+}
+
+/// An iteration step's records in one batch: every write lands as its single
+/// write would (ids, merged metadata, NUL made storable); a failing write
+/// reads as its single write's failure and keeps the writes before it.
+async fn batches_write_a_step_at_once(store: Store) {
+    let (st, ex) = seeded(&store, "batch").await;
+    let sc = scope("batch", &st, &ex);
+    let ev = store
+        .create_timeline_event(NewTimelineEvent {
+            event_type: TimelineEventType::LlmToolCall,
+            metadata: json!({"tool_name": "pods", "nested": {"a": [1, true, null]}}),
+            ..streaming_event(sc.clone(), 1)
+        })
+        .await
+        .unwrap();
+    let first = store
+        .create_message(message(sc.clone(), 1, MessageRole::User, "question"))
+        .await
+        .unwrap();
+    let ids = ExecutionRecorder::write_batch(
+        &store,
+        vec![
+            RecordWrite::LlmInteraction(llm(
+                sc.clone(),
+                LlmInteractionType::Iteration,
+                Some(first.id.clone()),
+            )),
+            RecordWrite::CompleteEvent {
+                event_id: ev.id.clone(),
+                content: "result\0 with a NUL".into(),
+                status: TimelineEventStatus::Completed,
+                metadata: Some(json!({"is_error": false, "tool_name": "pods2"})),
+            },
+            RecordWrite::Message(message(sc.clone(), 2, MessageRole::Tool, "result")),
+            RecordWrite::CreateEvent(NewTimelineEvent {
+                metadata: json!({}),
+                ..streaming_event(sc.clone(), 2)
+            }),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids.len(), 4);
+    assert!(ids[1].is_none());
+    let done = store.get_timeline_event(&ev.id).await.unwrap();
+    assert_eq!(done.status, TimelineEventStatus::Completed);
+    assert_eq!(done.content, "result\u{FFFD} with a NUL");
+    assert_eq!(
+        done.metadata,
+        json!({"tool_name": "pods2", "nested": {"a": [1, true, null]}, "is_error": false})
+    );
+    let messages = store.list_messages(&ex).await.unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(Some(&messages[1].id), ids[2].as_ref());
+    let created = store
+        .get_timeline_event(ids[3].as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(created.sequence_number, 2);
+    let interaction = store
+        .get_llm_interaction(ids[0].as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(interaction.last_message_id, Some(first.id.clone()));
+
+    // A message stored twice: the conflict of the single write, and the
+    // write before it kept.
+    let err = store
+        .write_batch(vec![
+            RecordWrite::Message(message(sc.clone(), 3, MessageRole::Assistant, "a")),
+            RecordWrite::Message(message(sc.clone(), 2, MessageRole::Tool, "again")),
+        ])
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    assert_eq!(store.list_messages(&ex).await.unwrap().len(), 3);
+    // A missing execution is named as the single write names it.
+    let lost = RecordScope {
+        execution_id: Some("no-such-execution".into()),
+        ..sc.clone()
+    };
+    let err = store
+        .write_batch(vec![
+            RecordWrite::LlmInteraction(llm(lost.clone(), LlmInteractionType::Iteration, None)),
+            RecordWrite::Message(message(lost, 1, MessageRole::Tool, "x")),
+        ])
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+    // The database is usable afterwards (no transaction left open).
+    store
+        .create_message(message(sc.clone(), 4, MessageRole::User, "after"))
+        .await
+        .unwrap();
+    assert_eq!(store.list_messages(&ex).await.unwrap().len(), 4);
+    // A completion of no event: not found, the rest written.
+    let err = store
+        .write_batch(vec![
+            RecordWrite::CompleteEvent {
+                event_id: "nope".into(),
+                content: "x".into(),
+                status: TimelineEventStatus::Completed,
+                metadata: None,
+            },
+            RecordWrite::Message(message(sc, 5, MessageRole::User, "kept")),
+        ])
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+    assert_eq!(store.list_messages(&ex).await.unwrap().len(), 5);
 }

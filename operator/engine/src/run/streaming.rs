@@ -232,6 +232,8 @@ impl Run<'_> {
             tools,
             clear_cache: false,
         };
+        // The step's held records are stored before the model sees it.
+        self.rec.flush_writes().await?;
         let llm = self.ctx.llm.clone();
         let mut stream = match self.guard(deadline, llm.generate(input)).await {
             Err(i) => return Err(i.into()),

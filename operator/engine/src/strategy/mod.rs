@@ -108,12 +108,21 @@ where
     let mut run = match Run::start(ctx, prev_stage_context).await {
         Ok(r) => r,
         Err((mut r, stop)) => {
-            r.rec.flush().await;
+            if let Err(e) = r.rec.flush().await {
+                tracing::warn!(error = %e, "writing an execution's last records failed");
+            }
             return finish(&r, Err(stop));
         }
     };
-    let outcome = drive(&mut run).await;
-    // Every event of the execution is out before its end is reported.
-    run.rec.flush().await;
+    let mut outcome = drive(&mut run).await;
+    // Every record and event of the execution is out before its end is
+    // reported; records that could not be written fail it as they would
+    // have when written one by one.
+    if let Err(e) = run.rec.flush().await {
+        tracing::warn!(error = %e, "writing an execution's last records failed");
+        if outcome.is_ok() {
+            outcome = Err(Stop::Record(e));
+        }
+    }
     finish(&run, outcome)
 }
