@@ -34,7 +34,9 @@
 //! ```
 //!
 //! `TARSY_BIN` names another `tarsy` binary; `TARSY_BENCH_RUNS` sets the
-//! measured sessions per mode (default 8).
+//! measured sessions per mode (default 8); `TARSY_BENCH_MODES` picks modes
+//! by name, comma-separated (`sqlite`, `postgres`, `provider-nagle`,
+//! `mcp-nagle`, `startup`; default all).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -713,31 +715,53 @@ fn main() {
         "agent overhead: {} (tarsy), {runs} sessions per mode",
         bin.display()
     );
+    let wanted = std::env::var("TARSY_BENCH_MODES").ok();
+    let wanted = |name: &str| {
+        wanted
+            .as_deref()
+            .is_none_or(|w| w.split(',').any(|m| m.trim() == name))
+    };
     rt.block_on(async {
-        for m in [
-            Mode {
-                provider_nodelay: true,
-                mcp_nodelay: true,
-                postgres: false,
-            },
-            Mode {
-                provider_nodelay: true,
-                mcp_nodelay: true,
-                postgres: true,
-            },
-            Mode {
-                provider_nodelay: false,
-                mcp_nodelay: true,
-                postgres: false,
-            },
-            Mode {
-                provider_nodelay: true,
-                mcp_nodelay: false,
-                postgres: false,
-            },
+        for (name, m) in [
+            (
+                "sqlite",
+                Mode {
+                    provider_nodelay: true,
+                    mcp_nodelay: true,
+                    postgres: false,
+                },
+            ),
+            (
+                "postgres",
+                Mode {
+                    provider_nodelay: true,
+                    mcp_nodelay: true,
+                    postgres: true,
+                },
+            ),
+            (
+                "provider-nagle",
+                Mode {
+                    provider_nodelay: false,
+                    mcp_nodelay: true,
+                    postgres: false,
+                },
+            ),
+            (
+                "mcp-nagle",
+                Mode {
+                    provider_nodelay: true,
+                    mcp_nodelay: false,
+                    postgres: false,
+                },
+            ),
         ] {
-            mode(m, runs, &bin).await;
+            if wanted(name) {
+                mode(m, runs, &bin).await;
+            }
         }
-        service_startup().await;
+        if wanted("startup") {
+            service_startup().await;
+        }
     });
 }
