@@ -43,6 +43,26 @@ def fake() -> Iterator[FakeProviderServer]:
         yield server
 
 
+@pytest.fixture(autouse=True)
+async def _close_openai_clients(monkeypatch) -> AsyncIterator[None]:
+    """Closes the openai clients a test made (their aiohttp sessions would be
+    reported unclosed at exit)."""
+    from tarsy_llm.providers import openai_chat
+
+    made: list[Any] = []
+    build = openai_chat.build_client
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        client = build(*args, **kwargs)
+        made.append(client)
+        return client
+
+    monkeypatch.setattr(openai_chat, "build_client", recording)
+    yield
+    for client in made:
+        await client.close()
+
+
 class RecordingSleep:
     """A sleep stand-in that records the requested delays and returns at once."""
 

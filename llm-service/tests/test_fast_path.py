@@ -5,10 +5,14 @@ wait on delayed ACKs."""
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ipaddress
 import json
 import socket
+import ssl
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import collect, kinds, make_request
@@ -121,7 +125,9 @@ def test_sockets_fall_back_to_defaults_behind_a_proxy(monkeypatch) -> None:
     assert sockets.async_transport() is not None
 
 
-async def _nagle_server(events: list[bytes]) -> tuple[asyncio.Server, int]:
+async def _nagle_server(
+    events: list[bytes], ssl_context: ssl.SSLContext | None = None
+) -> tuple[asyncio.Server, int]:
     """A keep-alive HTTP/1.1 server that leaves Nagle on and writes each event
     on its own, like a streaming provider."""
 
@@ -152,7 +158,7 @@ async def _nagle_server(events: list[bytes]) -> tuple[asyncio.Server, int]:
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=ssl_context)
     return server, server.sockets[0].getsockname()[1]
 
 
@@ -192,6 +198,85 @@ async def test_provider_sockets_set_nodelay_and_acknowledge_at_once(monkeypatch)
     assert seen[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
 
+def _self_signed(tmp: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tarsy-test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp / "cert.pem", tmp / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+async def test_https_providers_are_verified_and_acknowledged_at_once(
+    monkeypatch, tmp_path: Path
+) -> None:
+    """TLS goes through the same sockets (TCP_QUICKACK re-armed) and verifies
+    the server against the shared context's trust store."""
+    from tarsy_llm.errors import ErrorCode, LLMServiceError
+
+    cert, key = _self_signed(tmp_path)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    events = [openai_chunk(content="secure"), openai_chunk(finish="stop"), openai_done()]
+    server, port = await _nagle_server(events, server_context)
+    seen: list[socket.socket] = []
+    original = sockets.quickack
+
+    def recording(sock: socket.socket | None) -> None:
+        seen.append(sock)
+        original(sock)
+
+    monkeypatch.setattr(sockets, "quickack", recording)
+    request = make_request("openai", f"https://127.0.0.1:{port}/v1")
+    try:
+        sockets.default_ssl_context.cache_clear()
+        with pytest.raises(LLMServiceError) as info:
+            await collect(LangChainProvider(environ=ENV).generate(request))
+        assert info.value.code is ErrorCode.PROVIDER_ERROR
+        causes, err = [], info.value
+        while err is not None:
+            causes.append(repr(err))
+            err = err.__cause__ or err.__context__
+        assert "certificate" in " ".join(causes).lower()
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        sockets.default_ssl_context.cache_clear()
+        seen.clear()
+        chunks = await collect(LangChainProvider(environ=ENV).generate(request))
+        assert kinds(chunks) == ["text"]
+    finally:
+        server.close()
+        sockets.default_ssl_context.cache_clear()
+    assert len(seen) >= 3 and len({id(s) for s in seen}) == 1
+
+
 def test_history_arguments_are_reencoded_once_and_still_validated() -> None:
     from conftest import call, msg
 
@@ -224,9 +309,8 @@ def test_history_arguments_are_reencoded_once_and_still_validated() -> None:
 
 
 def _transport_ssl_context(client) -> object:
-    """The TLS context of an SDK client's transport."""
-    transport = client._client._transport
-    return transport._pool._ssl_context
+    """The TLS context of an SDK client's (aiohttp) transport."""
+    return client._client._transport.ssl_context
 
 
 def test_openai_clients_share_one_tls_context_made_at_start_up() -> None:

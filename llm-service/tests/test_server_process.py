@@ -48,7 +48,8 @@ class Process:
         )
         self.lines: queue.Queue[dict] = queue.Queue()
         self.all: list[dict] = []
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
 
     def _pump(self) -> None:
         assert self.proc.stderr is not None
@@ -59,6 +60,11 @@ class Process:
                 record = {"msg": "non-json", "line": line}
             self.all.append(record)
             self.lines.put(record)
+
+    def all_lines(self, timeout: float = 10) -> list[dict]:
+        """Every line of a process that has exited (its stderr read to the end)."""
+        self._pump_thread.join(timeout)
+        return self.all
 
     def wait_for(self, message: str, timeout: float = 30) -> dict:
         deadline = time.monotonic() + timeout
@@ -146,3 +152,8 @@ async def test_sigterm_lets_the_running_call_finish(spawn, fake) -> None:
             rest.append(chunk)
     assert texts(rest) == "second" and rest[-1].is_final
     assert await asyncio.to_thread(process.proc.wait, 20) == 0
+    # The provider's client was closed on the way out: nothing reported
+    # unclosed, every line JSON.
+    lines = await asyncio.to_thread(process.all_lines)
+    assert lines[-1]["msg"] == "stopped"
+    assert [r for r in lines if r["msg"] == "non-json" or "nclosed" in r["msg"]] == []

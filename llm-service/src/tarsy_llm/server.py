@@ -152,6 +152,7 @@ async def run(
     await stop.wait()
     log.info("shutting down", extra={"grace_s": grace})
     await server.stop(grace)
+    await registry.aclose()
     log.info("stopped")
 
 

@@ -38,6 +38,9 @@ class LLMProvider(ABC):
         can be built from the environment, at start-up: first calls are then as
         fast as the next ones."""
 
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Closes the provider's clients and their connections (at shutdown)."""
+
 
 class ToolNameMapper:
     """Converts canonical ``server.tool`` names to provider-safe names and back (Q7).

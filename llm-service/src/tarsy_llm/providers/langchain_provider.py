@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import importlib
 import json
 import logging
@@ -347,6 +348,14 @@ class LangChainProvider(LLMProvider):
                 importlib.import_module(module)
         if "openai" in providers:
             openai_chat.prewarm()
+
+    async def aclose(self) -> None:
+        """Closes the openai clients (their aiohttp sessions would otherwise be
+        reported unclosed at exit)."""
+        clients, self._openai_clients = list(self._openai_clients.values()), {}
+        for client in clients:
+            with contextlib.suppress(Exception):
+                await client.close()
 
     @staticmethod
     def _model_key(cfg: pb.LLMConfig) -> _ModelKey:

@@ -8,8 +8,9 @@ at a fraction of the cost. Through LangChain a call with a dozen messages cost
 whole conversation, LangChain's run managers and per-chunk message merging).
 Here the body is encoded once, by this module (orjson for the conversation,
 tools once per tool set: the bytes the SDK's own encoder would make), and
-handed to the SDK as the request's ``content``; the SDK sends it over its own
-HTTP transport and decodes the streamed answer.
+handed to the SDK as the request's ``content``; the SDK sends it over its
+aiohttp transport (``openai[aiohttp]``, cheaper per call than its default
+httpx stack) and decodes the streamed answer.
 
 What LangChain did and this keeps, so that nothing changes for a provider:
 
@@ -59,8 +60,9 @@ CHAT_PATH = "/chat/completions"
 
 def build_client(cfg: pb.LLMConfig, environ: Mapping[str, str]) -> Any:
     """The SDK client for one configuration: no SDK retries, no client timeout
-    (the gRPC call's deadline and cancellation bound a call), TCP_NODELAY and
-    prompt ACKs on its connections."""
+    (the gRPC call's deadline and cancellation bound a call), the SDK's aiohttp
+    transport with TCP_NODELAY and prompt ACKs on its connections (behind a
+    proxy, the SDK's default client)."""
     import openai  # noqa: PLC0415 - imported at start-up by prewarm(), not at module load
 
     base_url = cfg.base_url or environ.get("OPENAI_API_BASE") or None
@@ -76,7 +78,7 @@ def build_client(cfg: pb.LLMConfig, environ: Mapping[str, str]) -> Any:
         )
     transport = async_transport()
     http_client = (
-        openai.DefaultAsyncHttpxClient(transport=transport, timeout=None)
+        openai.DefaultAioHttpClient(transport=transport, timeout=None)
         if transport is not None
         else None
     )

@@ -98,6 +98,12 @@ class ProviderRegistry:
             if provider is not None:
                 provider.prewarm(environ, providers)
 
+    async def aclose(self) -> None:
+        """Closes the providers created so far (lazy ones not yet used stay unmade)."""
+        for entry in list(self._providers.values()):
+            if not isinstance(entry, _Lazy):
+                await entry.aclose()
+
 
 def _google_native() -> LLMProvider:
     # Imported on demand: google-genai's types alone take ≈ 0.5 s and 35 MiB.

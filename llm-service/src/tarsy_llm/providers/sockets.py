@@ -5,12 +5,14 @@ a streamed answer until the previous one is acknowledged, and a client on a
 kept-alive connection acknowledges late (Linux delays ACKs by up to 40 ms once
 a connection looks interactive): every answer would stall. The sockets made
 here set ``TCP_NODELAY`` (our own small writes leave at once) and, on Linux,
-re-arm ``TCP_QUICKACK`` after every write and read, so what the server sends
-is acknowledged as soon as it is read.
+re-arm ``TCP_QUICKACK`` after every send and receive, so what the server
+sends is acknowledged as soon as it is read.
 
-Only the direct connections of the service use these sockets: behind an HTTP
-proxy (``HTTPS_PROXY`` and friends) the SDKs' default clients are used, as
-before.
+They are the sockets of the openai SDK's aiohttp transport (``openai[aiohttp]``):
+aiohttp's connector makes them with :func:`quickack_socket`, and asyncio's
+socket transports (TLS ones included) send and receive through their methods.
+Only the direct connections of the service use them: behind an HTTP proxy
+(``HTTPS_PROXY`` and friends) the SDKs' default clients are used, as before.
 """
 
 from __future__ import annotations
@@ -21,10 +23,8 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Iterable
 from typing import Any
 
-import httpcore2
 import httpx2
 
 log = logging.getLogger(__name__)
@@ -48,74 +48,38 @@ def quickack(sock: socket.socket | None) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
 
 
-class _QuickAckStream(httpcore2.AsyncNetworkStream):
-    """A network stream that acknowledges received data without delay."""
+class QuickAckSocket(socket.socket):
+    """A socket that re-arms TCP_QUICKACK after every send and receive (the
+    methods asyncio's socket transports call)."""
 
-    def __init__(self, inner: httpcore2.AsyncNetworkStream) -> None:
-        self._inner = inner
-        self._sock: socket.socket | None = inner.get_extra_info("socket")
+    __slots__ = ()
 
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data = await self._inner.read(max_bytes, timeout)
-        quickack(self._sock)
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data = super().recv(bufsize, flags)
+        quickack(self)
         return data
 
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._inner.write(buffer, timeout)
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        count = super().recv_into(buffer, nbytes, flags)
+        quickack(self)
+        return count
+
+    def send(self, data: Any, flags: int = 0) -> int:
+        count = super().send(data, flags)
         # Sending makes the kernel treat the connection as interactive and
         # delay ACKs; the answer to what we just sent must not wait on them.
-        quickack(self._sock)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def start_tls(
-        self,
-        ssl_context: Any,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        inner = await self._inner.start_tls(ssl_context, server_hostname, timeout)
-        return _QuickAckStream(inner)
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
+        quickack(self)
+        return count
 
 
-class QuickAckBackend(httpcore2.AsyncNetworkBackend):
-    """httpcore's default asyncio backend with TCP_NODELAY and prompt ACKs."""
-
-    def __init__(self) -> None:
-        from httpcore2._backends.auto import AutoBackend  # noqa: PLC0415 - no public alias
-
-        self._inner = AutoBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        options = [*(socket_options or []), (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-        stream = await self._inner.connect_tcp(
-            host, port, timeout=timeout, local_address=local_address, socket_options=options
-        )
-        return _QuickAckStream(stream)
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        return await self._inner.connect_unix_socket(
-            path, timeout=timeout, socket_options=socket_options
-        )
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
+def quickack_socket(addr_info: tuple[Any, ...]) -> socket.socket:
+    """aiohttp's socket factory (an ``AddrInfoType`` in, an unconnected socket
+    out): a :class:`QuickAckSocket` with TCP_NODELAY."""
+    family, type_, proto = addr_info[:3]
+    sock = QuickAckSocket(family=family, type=type_, proto=proto)
+    if family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 @functools.cache
@@ -127,27 +91,33 @@ def default_ssl_context() -> ssl.SSLContext:
 
 
 def async_transport() -> httpx2.AsyncBaseTransport | None:
-    """An httpx transport whose connections use :class:`QuickAckBackend`.
+    """The openai SDK's aiohttp transport, with the SDK's connection limits,
+    the shared TLS context and connections made of :func:`quickack_socket`.
 
-    None when a proxy is configured (the default transport then routes through
-    it) or when this httpx build keeps its pool elsewhere.
+    None when a proxy is configured (the SDK's default client then routes
+    through it) or when the SDK's aiohttp support cannot be loaded.
     """
     if proxy_configured():
         return None
-    transport = httpx2.AsyncHTTPTransport(verify=default_ssl_context())
-    pool = getattr(transport, "_pool", None)
-    if not isinstance(pool, httpcore2.AsyncConnectionPool):
-        log.warning("unexpected httpx transport layout; default sockets are used")
+    try:
+        import aiohttp  # noqa: PLC0415 - loaded with the SDK
+        from openai._base_client import DEFAULT_CONNECTION_LIMITS  # noqa: PLC0415
+        from openai._vendor.httpx_aiohttp import AiohttpTransport  # noqa: PLC0415
+    except ImportError:
+        log.warning("the openai SDK's aiohttp transport is unavailable; default sockets are used")
         return None
-    # Same settings as the transport's own pool, only the backend differs.
-    transport._pool = httpcore2.AsyncConnectionPool(
-        ssl_context=pool._ssl_context,
-        max_connections=pool._max_connections,
-        max_keepalive_connections=pool._max_keepalive_connections,
-        keepalive_expiry=pool._keepalive_expiry,
-        http1=pool._http1,
-        http2=pool._http2,
-        retries=pool._retries,
-        network_backend=QuickAckBackend(),
-    )
-    return transport
+    limits = DEFAULT_CONNECTION_LIMITS
+    ssl_context = default_ssl_context()
+
+    def session() -> aiohttp.ClientSession:
+        # What the transport makes by default, plus the socket factory; made
+        # on its first request, inside the event loop.
+        connector = aiohttp.TCPConnector(
+            limit=limits.max_connections or 0,
+            keepalive_timeout=limits.keepalive_expiry,
+            ssl=ssl_context,
+            socket_factory=quickack_socket,
+        )
+        return aiohttp.ClientSession(connector=connector)
+
+    return AiohttpTransport(verify=ssl_context, limits=limits, client=session)
