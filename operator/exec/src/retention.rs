@@ -20,6 +20,9 @@ pub struct Swept {
     pub purged: u64,
     /// Live events deleted.
     pub events: u64,
+    /// Slack threads forgotten: opened longer ago than a finished session
+    /// stays listed (the next notice of their key opens a new thread).
+    pub threads: u64,
 }
 
 /// One sweep of `policy` as of `now` (a parameter, so that tests can move
@@ -39,6 +42,7 @@ pub async fn sweep(
         swept.hidden = store
             .soft_delete_sessions_completed_before(cutoff, now)
             .await?;
+        swept.threads = store.forget_slack_threads_before(cutoff).await?;
     }
     if let Some(cutoff) = policy.purge_after.and_then(before) {
         swept.purged = store.purge_deleted_sessions(cutoff).await?;
@@ -65,6 +69,7 @@ pub async fn run(store: Store, retention: Retention, interval: Duration, stop: C
                 hidden = s.hidden,
                 purged = s.purged,
                 events = s.events,
+                threads = s.threads,
                 "retention sweep"
             ),
             Err(e) => tracing::warn!(error = %e, "retention sweep failed"),

@@ -1,8 +1,8 @@
 //! Retention as an SRE sees it over months, with the clock moved by the
 //! test: finished sessions leave the list after the retention period but
 //! stay readable by id, are removed for good after the purge period, a
-//! running session is never touched, and old live events expire. On both
-//! backends.
+//! running session is never touched, old live events expire, and Slack
+//! threads are forgotten with the sessions. On both backends.
 
 use std::time::Duration;
 
@@ -77,18 +77,34 @@ async fn retention_over_months(store: Store) {
         .insert_event("done", "session:done", json!({"type": "session.status"}))
         .await
         .unwrap();
+    store
+        .open_slack_thread("fingerprint-1", "#sre", "1700000000.000100")
+        .await
+        .unwrap();
     let start: DateTime<Utc> = Utc::now();
 
     // Within the retention period nothing changes, but old events expire.
     let s = sweep(&policy, &store, start + days(89)).await.unwrap();
-    assert_eq!((s.hidden, s.purged, s.events), (0, 0, 1));
+    assert_eq!((s.hidden, s.purged, s.events, s.threads), (0, 0, 1, 0));
     assert_eq!(listed(&store).await, ["done", "running"]);
+    assert!(
+        store
+            .slack_thread("fingerprint-1", "#sre")
+            .await
+            .unwrap()
+            .is_some()
+    );
 
     // After it, the finished session leaves the list, still readable by id.
     let hidden_at = start + days(91);
     let s = sweep(&policy, &store, hidden_at).await.unwrap();
-    assert_eq!((s.hidden, s.purged), (1, 0));
+    assert_eq!((s.hidden, s.purged, s.threads), (1, 0, 1));
     assert_eq!(listed(&store).await, ["running"]);
+    // Its Slack thread is forgotten with it: a new episode opens a new one.
+    assert_eq!(
+        store.slack_thread("fingerprint-1", "#sre").await.unwrap(),
+        None
+    );
     let done = store.get_session("done").await.unwrap();
     assert_eq!(done.final_analysis.as_deref(), Some("disk full"));
 

@@ -2,7 +2,9 @@
 //! fingerprint, or a session id) in a channel.
 
 use crate::Store;
-use crate::db::{Sql, now};
+use chrono::{DateTime, Utc};
+
+use crate::db::{Sql, normalize_time, now};
 use crate::error::Result;
 
 impl Store {
@@ -38,5 +40,16 @@ impl Store {
             .slack_thread(key, channel)
             .await?
             .unwrap_or_else(|| ts.to_string()))
+    }
+
+    /// Forgets threads opened before `cutoff` (retention): the next notice
+    /// of such a key opens a new thread. Returns how many were forgotten.
+    pub async fn forget_slack_threads_before(&self, cutoff: DateTime<Utc>) -> Result<u64> {
+        self.db
+            .execute(
+                Sql::new("DELETE FROM slack_threads WHERE created_at < $1")
+                    .bind(normalize_time(cutoff)),
+            )
+            .await
     }
 }
