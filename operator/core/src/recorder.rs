@@ -229,6 +229,26 @@ pub trait ExecutionRecorder: Send + Sync {
         interaction: NewMcpInteraction,
     ) -> Result<String, RecordError>;
 
+    /// One write through the method of its kind; returns the id it
+    /// created (`None` for a completion).
+    async fn write(&self, write: RecordWrite) -> Result<Option<String>, RecordError> {
+        Ok(match write {
+            RecordWrite::CreateEvent(e) => Some(self.create_timeline_event(e).await?),
+            RecordWrite::CompleteEvent {
+                event_id,
+                content,
+                status,
+                metadata,
+            } => {
+                self.complete_timeline_event(&event_id, &content, status, metadata)
+                    .await?;
+                None
+            }
+            RecordWrite::Message(m) => Some(self.create_message(m).await?),
+            RecordWrite::LlmInteraction(i) => Some(self.create_llm_interaction(i).await?),
+        })
+    }
+
     /// Several writes in order, as one transaction where the store has them
     /// (one commit for an iteration step instead of one per record).
     /// Returns, per write, the id it created (`None` for a completion). The
@@ -239,21 +259,7 @@ pub trait ExecutionRecorder: Send + Sync {
     ) -> Result<Vec<Option<String>>, RecordError> {
         let mut ids = Vec::with_capacity(writes.len());
         for w in writes {
-            ids.push(match w {
-                RecordWrite::CreateEvent(e) => Some(self.create_timeline_event(e).await?),
-                RecordWrite::CompleteEvent {
-                    event_id,
-                    content,
-                    status,
-                    metadata,
-                } => {
-                    self.complete_timeline_event(&event_id, &content, status, metadata)
-                        .await?;
-                    None
-                }
-                RecordWrite::Message(m) => Some(self.create_message(m).await?),
-                RecordWrite::LlmInteraction(i) => Some(self.create_llm_interaction(i).await?),
-            });
+            ids.push(self.write(w).await?);
         }
         Ok(ids)
     }

@@ -218,7 +218,7 @@ impl Recorder {
         let ids = if writes.len() == 1 && with_last {
             // One record: its own write, as without holding.
             match writes.pop() {
-                Some(w) => vec![self.write_one(w).await?],
+                Some(w) => vec![self.store.write(w).await?],
                 None => Vec::new(),
             }
         } else {
@@ -231,25 +231,6 @@ impl Recorder {
             ids.last().cloned().flatten()
         } else {
             None
-        })
-    }
-
-    async fn write_one(&self, w: RecordWrite) -> Result<Option<String>, RecordError> {
-        Ok(match w {
-            RecordWrite::CreateEvent(e) => Some(self.store.create_timeline_event(e).await?),
-            RecordWrite::CompleteEvent {
-                event_id,
-                content,
-                status,
-                metadata,
-            } => {
-                self.store
-                    .complete_timeline_event(&event_id, &content, status, metadata)
-                    .await?;
-                None
-            }
-            RecordWrite::Message(m) => Some(self.store.create_message(m).await?),
-            RecordWrite::LlmInteraction(i) => Some(self.store.create_llm_interaction(i).await?),
         })
     }
 
@@ -437,7 +418,7 @@ impl Recorder {
         };
         // Held: written with the next record, published once stored.
         if let Some((write, event)) = self.hold(write, Some(event)) {
-            self.write_one(write).await?;
+            self.store.write(write).await?;
             if let Some(event) = event {
                 self.publish(event).await;
             }
@@ -466,7 +447,7 @@ impl Recorder {
     /// batch).
     pub async fn llm_interaction(&self, i: NewLlmInteraction) -> Result<(), RecordError> {
         if let Some((write, _)) = self.hold(RecordWrite::LlmInteraction(i), None) {
-            self.write_one(write).await?;
+            self.store.write(write).await?;
         }
         Ok(())
     }
