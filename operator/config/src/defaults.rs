@@ -596,15 +596,11 @@ impl Defaults {
                 &mut self.session_timeout,
             ),
         ] {
-            if let Some(v) = value {
-                match tarsy_crds::parse_duration(v) {
-                    Ok(d) if !d.is_zero() => *target = d,
-                    Ok(_) => errors.push((
-                        field.to_string(),
-                        Problem::Invalid("must be positive".into()),
-                    )),
-                    Err(e) => errors.push((field.to_string(), Problem::Duration(e))),
-                }
+            if let Some(d) = value
+                .as_deref()
+                .and_then(|v| positive(field, v, &mut errors))
+            {
+                *target = d;
             }
         }
         if let Some(p) = spec.success_policy {
@@ -643,17 +639,12 @@ impl Defaults {
                 Some(n) => self.breaker_failure_threshold = n,
                 None => {}
             }
-            if let Some(v) = &b.open_for {
-                match tarsy_crds::parse_duration(v) {
-                    Ok(d) if !d.is_zero() => self.breaker_open_for = d,
-                    Ok(_) => errors.push((
-                        "circuitBreaker.openFor".to_string(),
-                        Problem::Invalid("must be positive".into()),
-                    )),
-                    Err(e) => {
-                        errors.push(("circuitBreaker.openFor".to_string(), Problem::Duration(e)))
-                    }
-                }
+            if let Some(d) = b
+                .open_for
+                .as_deref()
+                .and_then(|v| positive("circuitBreaker.openFor", v, &mut errors))
+            {
+                self.breaker_open_for = d;
             }
         }
         if let Some(image) = &spec.kubernetes_mcp_image {
@@ -704,15 +695,12 @@ impl Defaults {
                 }
             }
         }
-        if let Some(v) = &spec.interval {
-            match tarsy_crds::parse_duration(v) {
-                Ok(d) if !d.is_zero() => self.retention_interval = d,
-                Ok(_) => errors.push((
-                    "retention.interval".to_string(),
-                    Problem::Invalid("must be positive".into()),
-                )),
-                Err(e) => errors.push(("retention.interval".to_string(), Problem::Duration(e))),
-            }
+        if let Some(d) = spec
+            .interval
+            .as_deref()
+            .and_then(|v| positive("retention.interval", v, errors))
+        {
+            self.retention_interval = d;
         }
     }
 
@@ -750,6 +738,24 @@ impl Defaults {
             {
                 n.slack_api_url = u;
             }
+        }
+    }
+}
+
+/// `value` as a positive Go duration, else a problem of `field`.
+fn positive(field: &str, value: &str, errors: &mut Vec<(String, Problem)>) -> Option<Duration> {
+    match tarsy_crds::parse_duration(value) {
+        Ok(d) if !d.is_zero() => Some(d),
+        Ok(_) => {
+            errors.push((
+                field.to_string(),
+                Problem::Invalid("must be positive".into()),
+            ));
+            None
+        }
+        Err(e) => {
+            errors.push((field.to_string(), Problem::Duration(e)));
+            None
         }
     }
 }
