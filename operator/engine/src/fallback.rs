@@ -435,34 +435,39 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn breaker_opens_after_threshold_and_half_opens_later() {
+        // A provider name of its own: the gauge is process-wide, and other
+        // tests running at the same time move provider "a"'s.
         let b = CircuitBreakers::new(BreakerConfig {
             failure_threshold: 2,
             open_for: Duration::from_secs(30),
         });
-        b.record_failure("a").await;
-        assert!(b.allows("a"));
-        b.record_failure("a").await;
-        assert!(b.is_open("a"));
+        b.record_failure("half-open-a").await;
+        assert!(b.allows("half-open-a"));
+        b.record_failure("half-open-a").await;
+        assert!(b.is_open("half-open-a"));
         let gauge = |provider: &str| format!("tarsy_llm_circuit_open{{provider=\"{provider}\"}}");
         let metrics = tarsy_telemetry::global().encode("");
-        assert!(metrics.contains(&format!("{} 1", gauge("a"))), "{metrics}");
+        assert!(
+            metrics.contains(&format!("{} 1", gauge("half-open-a"))),
+            "{metrics}"
+        );
         assert_eq!(
             b.open_circuits(),
             [SharedBreaker {
-                provider: "a".into(),
+                provider: "half-open-a".into(),
                 consecutive_failures: 2,
                 open_for: Some(Duration::from_secs(30)),
             }]
         );
-        let mut c = ProviderChain::new(&p("a", vec![p("b", vec![])]));
+        let mut c = ProviderChain::new(&p("half-open-a", vec![p("b", vec![])]));
         let s = c.skip_open(&b).await.unwrap();
         assert_eq!(s.to, "b");
         assert!(s.reason.contains("circuit breaker open"));
         tokio::time::advance(Duration::from_secs(31)).await;
-        assert!(b.allows("a"));
+        assert!(b.allows("half-open-a"));
         assert!(b.open_circuits().is_empty());
-        b.record_success("a").await;
-        assert!(b.allows("a"));
+        b.record_success("half-open-a").await;
+        assert!(b.allows("half-open-a"));
     }
 
     /// A shared state in memory, as two processes would see one table.
