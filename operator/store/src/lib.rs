@@ -39,7 +39,7 @@ use std::time::Duration;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{PgPool, SqlitePool};
+use sqlx::{Connection, PgPool, SqlitePool};
 
 pub use breakers::BreakerState;
 pub use db::{BackendKind, REPLACEMENT, storable_json, storable_text};
@@ -58,6 +58,11 @@ use db::Db;
 
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// A pooled Postgres connection idle this long is pinged before it is used
+/// again; one in use moments ago is not (the iteration step's writes follow
+/// each other within milliseconds).
+const PING_WHEN_IDLE: Duration = Duration::from_secs(1);
 
 /// How [`Store::connect_with`] opens the database.
 #[derive(Debug, Clone)]
@@ -104,6 +109,18 @@ impl Store {
             let pool = PgPoolOptions::new()
                 .max_connections(options.max_connections.max(1))
                 .acquire_timeout(options.acquire_timeout)
+                // sqlx pings every connection it hands out by default: a
+                // second round trip to the server for each statement. Only
+                // a connection that sat idle can have lost its server.
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| {
+                    Box::pin(async move {
+                        if meta.idle_for >= PING_WHEN_IDLE {
+                            conn.ping().await?;
+                        }
+                        Ok(true)
+                    })
+                })
                 .connect_with(connect)
                 .await?;
             Store {
@@ -124,7 +141,11 @@ impl Store {
                     .journal_mode(SqliteJournalMode::Wal)
                     .synchronous(SqliteSynchronous::Normal)
             };
-            let mut pool = SqlitePoolOptions::new().acquire_timeout(options.acquire_timeout);
+            // A ping would only check the connection's own worker thread
+            // (no server to lose), at the cost of one more hop per statement.
+            let mut pool = SqlitePoolOptions::new()
+                .acquire_timeout(options.acquire_timeout)
+                .test_before_acquire(false);
             pool = if in_memory {
                 // The database lives as long as its only connection.
                 pool.max_connections(1)
