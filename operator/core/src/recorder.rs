@@ -190,6 +190,8 @@ pub enum RecordWrite {
     Message(NewMessage),
     /// [`ExecutionRecorder::create_llm_interaction`].
     LlmInteraction(NewLlmInteraction),
+    /// [`ExecutionRecorder::create_mcp_interaction`].
+    McpInteraction(NewMcpInteraction),
 }
 
 /// Writes what an agent execution produces, as it happens. Every method is a
@@ -246,7 +248,14 @@ pub trait ExecutionRecorder: Send + Sync {
             }
             RecordWrite::Message(m) => Some(self.create_message(m).await?),
             RecordWrite::LlmInteraction(i) => Some(self.create_llm_interaction(i).await?),
+            RecordWrite::McpInteraction(i) => Some(self.create_mcp_interaction(i).await?),
         })
+    }
+
+    /// Writes what this recorder deferred (see `tarsy_engine`'s deferred
+    /// MCP records); a recorder that defers nothing has nothing to do.
+    async fn flush(&self) -> Result<(), RecordError> {
+        Ok(())
     }
 
     /// Several writes in order, as one transaction where the store has them

@@ -36,6 +36,7 @@
 //! | `tokens` | token estimates, storage / summarization truncation |
 
 pub mod context;
+mod deferring;
 mod execution;
 pub mod fallback;
 mod iteration;
@@ -51,6 +52,7 @@ mod tokens;
 mod tools;
 mod window;
 
+pub use deferring::DeferringRecorder;
 pub use execution::{ChatContext, ExecutionContext, ExecutionResult, ExecutionWarning, run_agent};
 pub use llm::{GrpcLlmClient, LlmClient};
 pub use tools::{InMemoryToolExecutor, ToolError, ToolExecutor};

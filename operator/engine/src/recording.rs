@@ -237,7 +237,9 @@ impl Recorder {
     /// Writes the held records (one transaction) and publishes the events
     /// that waited for them.
     pub async fn flush_writes(&self) -> Result<(), RecordError> {
-        self.write_with_held(None).await.map(|_| ())
+        self.write_with_held(None).await?;
+        // What the store itself deferred (the tool executor's MCP records).
+        self.store.flush().await
     }
 
     /// The scope records are written under.

@@ -17,8 +17,8 @@ use tarsy_core::{
 use tarsy_engine::fallback::CircuitBreakers;
 use tarsy_engine::prompt::FailedServer;
 use tarsy_engine::{
-    ChatContext, ExecutionContext, ExecutionResult, InMemoryToolExecutor, LlmClient, ToolExecutor,
-    run_agent,
+    ChatContext, DeferringRecorder, ExecutionContext, ExecutionResult, InMemoryToolExecutor,
+    LlmClient, ToolExecutor, run_agent,
 };
 use tarsy_mcp::{ExecutorRequest, McpClientFactory};
 use tarsy_store::{Session, Store};
@@ -169,8 +169,10 @@ impl Launcher {
             None
         };
 
+        // The tool executor's MCP records join the engine's next write.
+        let recorder = Arc::new(DeferringRecorder::new(self.recorder()));
         let mcp_started = StdInstant::now();
-        let opened = self.open_tools(&a).await;
+        let opened = self.open_tools(&a, recorder.clone()).await;
         let mcp_init = mcp_started.elapsed();
         tracing::debug!(
             mcp_init_ms = mcp_init.as_secs_f64() * 1000.0,
@@ -179,6 +181,7 @@ impl Launcher {
         let (tools, mcp_tools, failed) = match opened {
             Ok(t) => t,
             Err(result) => {
+                flush_deferred(&recorder).await;
                 return Launched {
                     result,
                     failed_servers: Vec::new(),
@@ -207,7 +210,7 @@ impl Launcher {
             a.config.clone(),
             self.llm.clone(),
             tools,
-            self.recorder(),
+            recorder.clone(),
             self.publisher.clone(),
         );
         ctx.runbook_content = runbook;
@@ -231,6 +234,7 @@ impl Launcher {
             }
         };
         let result = run_agent(ctx, previous).await;
+        flush_deferred(&recorder).await;
         if let Some(t) = mcp_tools {
             // Stdio servers are child processes: they exit here.
             let _ = t.close().await;
@@ -248,6 +252,7 @@ impl Launcher {
     async fn open_tools(
         &self,
         a: &Assignment,
+        recorder: Arc<DeferringRecorder>,
     ) -> Result<
         (
             Arc<dyn ToolExecutor>,
@@ -261,7 +266,7 @@ impl Launcher {
         }
         let request =
             ExecutorRequest::new(a.config.mcp_servers.clone(), a.config.tool_filter.clone())
-                .with_recorder(self.recorder(), a.scope.clone());
+                .with_recorder(recorder, a.scope.clone());
         let created = tokio::select! {
             created = self.mcp.create_executor(request) => created,
             _ = a.cancel.cancelled() => {
@@ -282,5 +287,13 @@ impl Launcher {
                 format!("cannot set up MCP tools: {e}"),
             )),
         }
+    }
+}
+
+/// Writes the MCP records no later write took along (an execution that
+/// ended before writing anything after its last tool call).
+async fn flush_deferred(recorder: &DeferringRecorder) {
+    if let Err(e) = recorder.flush().await {
+        tracing::warn!(error = %e, "recording MCP interactions failed");
     }
 }

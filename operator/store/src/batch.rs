@@ -1,8 +1,9 @@
 //! An iteration step's records in one transaction: the engine's writes that
 //! follow each other without anything in between (an LLM call's record, the
 //! completion of its events and the message that answers it; a tool result's
-//! event completion and its message) go to the database together, one
-//! commit and one round trip instead of one per record.
+//! event completion, the MCP call's record and its message) go to the
+//! database together, one commit and one round trip instead of one per
+//! record.
 
 use serde_json::Value;
 use tarsy_core::{RecordWrite, TimelineEventStatus};
@@ -10,6 +11,7 @@ use tarsy_core::{RecordWrite, TimelineEventStatus};
 use crate::Store;
 use crate::db::{Sql, new_id, now};
 use crate::error::{Result, StoreError};
+use crate::interactions::insert_mcp_interaction;
 use crate::timeline::metadata_object;
 
 impl Store {
@@ -64,6 +66,7 @@ impl Store {
                 }
                 RecordWrite::Message(m) => Some(self.create_message(m).await?.id),
                 RecordWrite::LlmInteraction(i) => Some(self.create_llm_interaction(i).await?.id),
+                RecordWrite::McpInteraction(i) => Some(self.create_mcp_interaction(i).await?.id),
             });
         }
         Ok(ids)
@@ -182,6 +185,11 @@ impl Store {
                 .bind(i.duration_ms)
                 .bind(i.error_message.clone())
                 .bind(now());
+                (sql, Some(id))
+            }
+            RecordWrite::McpInteraction(i) => {
+                let id = new_id();
+                let sql = insert_mcp_interaction(i, id.clone(), "");
                 (sql, Some(id))
             }
         }))

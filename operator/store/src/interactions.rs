@@ -12,6 +12,30 @@ use crate::model::{
     SessionTrace, Stage, TraceExecution, TraceStage,
 };
 
+/// The insert of one MCP interaction record under `id`, `tail` appended
+/// (a `RETURNING` clause, or nothing inside a batch).
+pub(crate) fn insert_mcp_interaction(new: &NewMcpInteraction, id: String, tail: &str) -> Sql {
+    Sql::dynamic(format!(
+        "INSERT INTO mcp_interactions (id, session_id, stage_id, execution_id, interaction_type, \
+         server_name, tool_name, tool_arguments, tool_result, available_tools, duration_ms, \
+         error_message, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13){tail}"
+    ))
+    .bind(id)
+    .bind(&new.scope.session_id)
+    .bind(new.scope.stage_id.clone())
+    .bind(new.scope.execution_id.clone())
+    .bind(new.interaction_type.as_str())
+    .bind(new.server_name.clone())
+    .bind(new.tool_name.clone())
+    .bind(new.tool_arguments.clone())
+    .bind(new.tool_result.clone())
+    .bind(new.available_tools.clone())
+    .bind(new.duration_ms)
+    .bind(new.error_message.clone())
+    .bind(now())
+}
+
 const LLM: &str = "LLM interaction";
 const MCP: &str = "MCP interaction";
 
@@ -71,27 +95,11 @@ impl Store {
     pub async fn create_mcp_interaction(&self, new: NewMcpInteraction) -> Result<McpInteraction> {
         let result = self
             .db
-            .fetch_optional::<McpInteraction>(
-                Sql::new(
-                    "INSERT INTO mcp_interactions (id, session_id, stage_id, execution_id, interaction_type, \
-                     server_name, tool_name, tool_arguments, tool_result, available_tools, duration_ms, \
-                     error_message, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING *",
-                )
-                .bind(new_id())
-                .bind(&new.scope.session_id)
-                .bind(new.scope.stage_id.clone())
-                .bind(new.scope.execution_id.clone())
-                .bind(new.interaction_type.as_str())
-                .bind(new.server_name)
-                .bind(new.tool_name)
-                .bind(new.tool_arguments)
-                .bind(new.tool_result)
-                .bind(new.available_tools)
-                .bind(new.duration_ms)
-                .bind(new.error_message)
-                .bind(now()),
-            )
+            .fetch_optional::<McpInteraction>(insert_mcp_interaction(
+                &new,
+                new_id(),
+                " RETURNING *",
+            ))
             .await;
         match result {
             Ok(Some(r)) => Ok(r),

@@ -2045,6 +2045,17 @@ async fn batches_write_a_step_at_once(store: Store) {
     let ids = ExecutionRecorder::write_batch(
         &store,
         vec![
+            RecordWrite::McpInteraction(NewMcpInteraction {
+                scope: sc.clone(),
+                interaction_type: McpInteractionType::ToolCall,
+                server_name: "kubernetes".into(),
+                tool_name: "pods_list".into(),
+                tool_arguments: json!({"namespace": "prod"}),
+                tool_result: json!({"content": "api-7\u{0}"}),
+                available_tools: json!([]),
+                duration_ms: 40,
+                error_message: None,
+            }),
             RecordWrite::LlmInteraction(llm(
                 sc.clone(),
                 LlmInteractionType::Iteration,
@@ -2065,7 +2076,14 @@ async fn batches_write_a_step_at_once(store: Store) {
     )
     .await
     .unwrap();
-    assert_eq!(ids.len(), 4);
+    assert_eq!(ids.len(), 5);
+    let mcp = store
+        .get_mcp_interaction(ids[0].as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(mcp.tool_name, "pods_list");
+    assert_eq!(mcp.tool_result["content"], json!("api-7\u{FFFD}"));
+    let ids = &ids[1..];
     assert!(ids[1].is_none());
     let done = store.get_timeline_event(&ev.id).await.unwrap();
     assert_eq!(done.status, TimelineEventStatus::Completed);
