@@ -146,7 +146,7 @@ pub(crate) async fn connect_store(
         attempts += 1;
         let options = ConnectOptions {
             run_migrations: false,
-            max_connections: 4,
+            max_connections: tarsy_store::ONE_EXECUTION_POOL,
             acquire_timeout: Duration::from_secs(5),
             ..ConnectOptions::default()
         };

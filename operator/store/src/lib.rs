@@ -64,6 +64,14 @@ static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
 /// each other within milliseconds).
 const PING_WHEN_IDLE: Duration = Duration::from_secs(1);
 
+/// Pool size for a process that runs one execution (`tarsy investigate`, a
+/// runner): it writes one record at a time, its event publisher (or the
+/// Postgres event listener of local mode) alongside.
+/// sqlx hands out pooled connections in turn and each prepares its
+/// statements anew, so a small pool reuses them sooner; it also opens fewer
+/// connections at start-up.
+pub const ONE_EXECUTION_POOL: u32 = 2;
+
 /// How [`Store::connect_with`] opens the database.
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {

@@ -63,13 +63,7 @@ pub async fn run(args: InvestigateArgs, started: std::time::Instant) -> anyhow::
     let mut options = LocalOptions::new(config, &args.config);
     options.llm_addr = args.llm_addr;
     options.recover = false;
-    // One investigation writes one record at a time. A pool of two (one
-    // held by the Postgres event listener) opens fewer connections at
-    // start-up, and the statements each connection prepared are reused
-    // instead of prepared again on the next one (sqlx hands out pooled
-    // connections in turn). Local mode already runs on one connection with
-    // in-memory SQLite.
-    options.max_connections = 2;
+    options.max_connections = tarsy_store::ONE_EXECUTION_POOL;
     options.pod_id = format!("investigate-{}", std::process::id());
     options.tarsy_exe = std::env::current_exe().ok();
     if let Some(url) = args.database_url {
