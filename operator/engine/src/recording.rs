@@ -30,8 +30,8 @@
 //!
 //! A pipelined recorder also writes an iteration step's records as one
 //! transaction: records nobody waits for (an LLM call's interaction record,
-//! an event's completion) are held until the next record that returns an id
-//! (a message, a new event) and written with it in one batch
+//! an event's completion, a conversation message) are held until the next
+//! record that returns an id (a new event) and written with it in one batch
 //! ([`ExecutionRecorder::write_batch`]); an event completed that way is
 //! published once it is stored. [`Recorder::flush_writes`] writes them
 //! before anything outside the process sees the step's effects (the next
@@ -99,6 +99,9 @@ pub struct Recorder {
     held: Option<Mutex<Held>>,
     event_seq: i64,
     message_seq: i64,
+    /// Id of the last conversation message stored (an LLM call's record
+    /// names the conversation it was given by it).
+    last_message_id: Mutex<Option<String>>,
 }
 
 /// Records held for the next batch, and the events to publish once they
@@ -138,6 +141,7 @@ impl Recorder {
             held: None,
             event_seq: 0,
             message_seq: 0,
+            last_message_id: Mutex::new(None),
         }
     }
 
@@ -215,6 +219,9 @@ impl Recorder {
         if writes.is_empty() {
             return Ok(None);
         }
+        let last_message = writes
+            .iter()
+            .rposition(|w| matches!(w, RecordWrite::Message(_)));
         let ids = if writes.len() == 1 && with_last {
             // One record: its own write, as without holding.
             match writes.pop() {
@@ -224,6 +231,9 @@ impl Recorder {
         } else {
             self.store.write_batch(writes).await?
         };
+        if let Some(id) = last_message.and_then(|i| ids.get(i).cloned().flatten()) {
+            self.set_last_message_id(Some(id));
+        }
         for e in held.events {
             self.publish(e).await;
         }
@@ -428,21 +438,44 @@ impl Recorder {
         Ok(())
     }
 
-    /// Stores a conversation message; returns its id.
-    pub async fn store_message(&mut self, m: &ConversationMessage) -> Result<String, RecordError> {
+    /// Stores a conversation message. A pipelined recorder holds it for the
+    /// next batch: the tool call's event that follows an assistant message
+    /// goes with it, and anything held is written before the next model
+    /// request anyway ([`Recorder::last_message_id`] names it from then).
+    pub async fn store_message(&mut self, m: &ConversationMessage) -> Result<(), RecordError> {
         self.message_seq += 1;
-        Ok(self
-            .write_with_held(Some(RecordWrite::Message(NewMessage {
-                scope: self.scope.clone(),
-                sequence_number: self.message_seq,
-                role: m.role,
-                content: m.content.clone(),
-                tool_calls: m.tool_calls.clone(),
-                tool_call_id: m.tool_call_id.clone(),
-                tool_name: m.tool_name.clone(),
-            })))
-            .await?
-            .unwrap_or_default())
+        let write = RecordWrite::Message(NewMessage {
+            scope: self.scope.clone(),
+            sequence_number: self.message_seq,
+            role: m.role,
+            content: m.content.clone(),
+            tool_calls: m.tool_calls.clone(),
+            tool_call_id: m.tool_call_id.clone(),
+            tool_name: m.tool_name.clone(),
+        });
+        if let Some((write, _)) = self.hold(write, None) {
+            let id = self.store.write(write).await?;
+            self.set_last_message_id(id);
+        }
+        Ok(())
+    }
+
+    /// The id of the last conversation message stored (held ones are not,
+    /// until written).
+    pub fn last_message_id(&self) -> Option<String> {
+        self.last_message_id
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Sets what [`Recorder::last_message_id`] returns (a resumed execution
+    /// continues from its stored conversation).
+    pub(crate) fn set_last_message_id(&self, id: Option<String>) {
+        *self
+            .last_message_id
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = id;
     }
 
     /// Records an LLM call (a pipelined recorder holds it for the next

@@ -151,7 +151,7 @@ impl Run<'_> {
                 last_message_id: if req.messages.is_some() {
                     None
                 } else {
-                    self.last_message_id.clone()
+                    self.rec.last_message_id()
                 },
                 llm_request: request,
                 llm_response: response,

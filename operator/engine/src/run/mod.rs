@@ -62,8 +62,6 @@ pub(crate) struct Run<'a> {
     pub usage: TokenUsage,
     /// Tools the model may call.
     pub tools: Vec<ToolDefinition>,
-    /// The last stored message (LLM interaction records point at it).
-    last_message_id: Option<String>,
     /// Set when the run continues an interrupted execution.
     resumed: Option<resume::Resumed>,
 }
@@ -96,7 +94,6 @@ impl<'a> Run<'a> {
             state: IterationState::new(ctx.config.max_iterations),
             usage: TokenUsage::default(),
             tools: Vec::new(),
-            last_message_id: None,
             resumed: None,
         };
         // An execution with a stored conversation was interrupted (its
@@ -157,7 +154,7 @@ impl<'a> Run<'a> {
         .with_config(&self.ctx.config, &self.ctx.mcp_servers);
         let messages = self.prompts.messages_for(strategy, &input);
         for m in &messages {
-            self.last_message_id = Some(self.rec.store_message(m).await?);
+            self.rec.store_message(m).await?;
         }
         self.conv = Conversation::new(messages);
         Ok(())
@@ -231,7 +228,7 @@ impl<'a> Run<'a> {
         m: ConversationMessage,
         is_tool_result: bool,
     ) -> Result<(), RecordError> {
-        self.last_message_id = Some(self.rec.store_message(&m).await?);
+        self.rec.store_message(&m).await?;
         if is_tool_result {
             self.conv.push_tool_result(m);
         } else {

@@ -150,7 +150,8 @@ impl Run<'_> {
             self.fallback_event(&switch).await?;
         }
 
-        self.last_message_id = stored.last().map(|m| m.id.clone());
+        self.rec
+            .set_last_message_id(stored.last().map(|m| m.id.clone()));
         let messages: Vec<ConversationMessage> = stored.into_iter().map(|m| m.message).collect();
         let answers = messages
             .iter()
