@@ -177,3 +177,24 @@ fn schemas_are_structural() {
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+/// Validation reads the committed manifests; they must carry exactly the
+/// schemas the types generate.
+#[test]
+fn validation_uses_the_schemas_the_types_generate() {
+    let from_manifests = schemas();
+    assert_eq!(from_manifests.len(), all_crds().len());
+    for crd in all_crds() {
+        let kind = &crd.spec.names.kind;
+        let generated = crd.spec.versions[0]
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .map(|s| serde_json::to_value(s).unwrap());
+        assert_eq!(
+            from_manifests.get(kind),
+            generated.as_ref(),
+            "{kind}: the schema validation uses differs from the generated one"
+        );
+    }
+}
