@@ -36,27 +36,28 @@ struct KindSchema {
     rules: kube::core::cel::CompiledSchema,
 }
 
-/// The TARSy kinds and their committed CRD manifests. Validation reads the
-/// schema from the manifest rather than generating it from the types: the
-/// manifests are what the API server enforces, a test keeps them equal to
-/// what the types generate, and parsing one is several times cheaper than
-/// generating it (this is on the start-up path of `tarsy investigate`).
+/// The schema of each kind's committed CRD manifest, as JSON (build.rs).
+/// Validation reads the manifests rather than generating schemas from the
+/// types: the manifests are what the API server enforces, a test keeps them
+/// equal to what the types generate, and parsing is several times cheaper
+/// than generating (this is on the start-up path of `tarsy investigate`).
+macro_rules! manifest_schema {
+    ($file:literal) => {
+        include_str!(concat!(env!("OUT_DIR"), "/", $file, ".json"))
+    };
+}
+
+/// The TARSy kinds and their schemas.
 const KINDS: [(&str, &str); 6] = [
-    ("Alert", include_str!("../manifests/tarsy.dev_alerts.yaml")),
-    ("Chain", include_str!("../manifests/tarsy.dev_chains.yaml")),
+    ("Alert", manifest_schema!("tarsy.dev_alerts")),
+    ("Chain", manifest_schema!("tarsy.dev_chains")),
     (
         "AgentExecution",
-        include_str!("../manifests/tarsy.dev_agentexecutions.yaml"),
+        manifest_schema!("tarsy.dev_agentexecutions"),
     ),
-    ("Agent", include_str!("../manifests/tarsy.dev_agents.yaml")),
-    (
-        "MCPServer",
-        include_str!("../manifests/tarsy.dev_mcpservers.yaml"),
-    ),
-    (
-        "LLMProvider",
-        include_str!("../manifests/tarsy.dev_llmproviders.yaml"),
-    ),
+    ("Agent", manifest_schema!("tarsy.dev_agents")),
+    ("MCPServer", manifest_schema!("tarsy.dev_mcpservers")),
+    ("LLMProvider", manifest_schema!("tarsy.dev_llmproviders")),
 ];
 
 /// Each kind's schema, built on first use of that kind: parsing a CRD
@@ -68,10 +69,7 @@ fn kind_schema(kind: &str) -> Option<&'static KindSchema> {
     let index = KINDS.iter().position(|(name, _)| *name == kind)?;
     CACHE[index]
         .get_or_init(|| {
-            let crd: Value = serde_yaml::from_str(KINDS[index].1).ok()?;
-            let schema = crd
-                .pointer("/spec/versions/0/schema/openAPIV3Schema")?
-                .clone();
+            let schema: Value = serde_json::from_str(KINDS[index].1).ok()?;
             let rules = kube::core::cel::compile_schema(&schema);
             Some(KindSchema { schema, rules })
         })
