@@ -143,6 +143,11 @@ pub async fn previous_stages(
     session_id: &str,
     before: u32,
 ) -> Result<Option<String>> {
+    // Stage records count from 1, and nothing precedes the first: no reads
+    // on the way to the session's first model request.
+    if before <= 1 {
+        return Ok(None);
+    }
     let records = load(store, session_id).await?;
     let earlier: Vec<&StageRecord> = records
         .iter()
