@@ -11,7 +11,7 @@ use tarsy_core::{RecordWrite, TimelineEventStatus};
 use crate::Store;
 use crate::db::{Sql, new_id, now};
 use crate::error::{Result, StoreError};
-use crate::interactions::insert_mcp_interaction;
+use crate::interactions::{insert_llm_interaction, insert_mcp_interaction};
 use crate::timeline::metadata_object;
 
 impl Store {
@@ -158,33 +158,7 @@ impl Store {
             }
             RecordWrite::LlmInteraction(i) => {
                 let id = new_id();
-                let usage = i.usage;
-                let sql = Sql::new(
-                    "INSERT INTO llm_interactions (id, session_id, stage_id, execution_id, interaction_type, \
-                     provider, model, last_message_id, llm_request, llm_response, thinking_content, \
-                     response_text, input_tokens, output_tokens, total_tokens, thinking_tokens, \
-                     duration_ms, error_message, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
-                )
-                .bind(id.clone())
-                .bind(&i.scope.session_id)
-                .bind(i.scope.stage_id.clone())
-                .bind(i.scope.execution_id.clone())
-                .bind(i.interaction_type.as_str())
-                .bind(i.provider.clone())
-                .bind(i.model.clone())
-                .bind(i.last_message_id.clone())
-                .bind(i.llm_request.clone())
-                .bind(i.llm_response.clone())
-                .bind(i.thinking_content.clone())
-                .bind(i.response_text.clone())
-                .bind(usage.map(|u| u.input_tokens))
-                .bind(usage.map(|u| u.output_tokens))
-                .bind(usage.map(|u| u.total_tokens))
-                .bind(usage.map(|u| u.thinking_tokens))
-                .bind(i.duration_ms)
-                .bind(i.error_message.clone())
-                .bind(now());
+                let sql = insert_llm_interaction(i.clone(), id.clone(), "");
                 (sql, Some(id))
             }
             RecordWrite::McpInteraction(i) => {

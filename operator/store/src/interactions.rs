@@ -12,6 +12,38 @@ use crate::model::{
     SessionTrace, Stage, TraceExecution, TraceStage,
 };
 
+/// The insert of one LLM interaction record under `id`, `tail` appended
+/// (a `RETURNING` clause, or nothing inside a batch).
+pub(crate) fn insert_llm_interaction(new: NewLlmInteraction, id: String, tail: &str) -> Sql {
+    let usage = new.usage;
+    Sql::dynamic(format!(
+        "INSERT INTO llm_interactions (id, session_id, stage_id, execution_id, interaction_type, \
+         provider, model, last_message_id, llm_request, llm_response, thinking_content, \
+         response_text, input_tokens, output_tokens, total_tokens, thinking_tokens, \
+         duration_ms, error_message, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19){tail}"
+    ))
+    .bind(id)
+    .bind(new.scope.session_id)
+    .bind(new.scope.stage_id)
+    .bind(new.scope.execution_id)
+    .bind(new.interaction_type.as_str())
+    .bind(new.provider)
+    .bind(new.model)
+    .bind(new.last_message_id)
+    .bind(new.llm_request)
+    .bind(new.llm_response)
+    .bind(new.thinking_content)
+    .bind(new.response_text)
+    .bind(usage.map(|u| u.input_tokens))
+    .bind(usage.map(|u| u.output_tokens))
+    .bind(usage.map(|u| u.total_tokens))
+    .bind(usage.map(|u| u.thinking_tokens))
+    .bind(new.duration_ms)
+    .bind(new.error_message)
+    .bind(now())
+}
+
 /// The insert of one MCP interaction record under `id`, `tail` appended
 /// (a `RETURNING` clause, or nothing inside a batch).
 pub(crate) fn insert_mcp_interaction(new: &NewMcpInteraction, id: String, tail: &str) -> Sql {
@@ -47,44 +79,16 @@ const MCP_SUMMARY_COLUMNS: &str = "id, session_id, stage_id, execution_id, inter
 impl Store {
     /// Records an LLM call and returns it.
     pub async fn create_llm_interaction(&self, new: NewLlmInteraction) -> Result<LlmInteraction> {
-        let usage = new.usage;
+        let scope = new.scope.clone();
         let result = self
             .db
-            .fetch_optional::<LlmInteraction>(
-                Sql::new(
-                    "INSERT INTO llm_interactions (id, session_id, stage_id, execution_id, interaction_type, \
-                     provider, model, last_message_id, llm_request, llm_response, thinking_content, \
-                     response_text, input_tokens, output_tokens, total_tokens, thinking_tokens, \
-                     duration_ms, error_message, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) \
-                     RETURNING *",
-                )
-                .bind(new_id())
-                .bind(&new.scope.session_id)
-                .bind(new.scope.stage_id.clone())
-                .bind(new.scope.execution_id.clone())
-                .bind(new.interaction_type.as_str())
-                .bind(new.provider)
-                .bind(new.model)
-                .bind(new.last_message_id)
-                .bind(new.llm_request)
-                .bind(new.llm_response)
-                .bind(new.thinking_content)
-                .bind(new.response_text)
-                .bind(usage.map(|u| u.input_tokens))
-                .bind(usage.map(|u| u.output_tokens))
-                .bind(usage.map(|u| u.total_tokens))
-                .bind(usage.map(|u| u.thinking_tokens))
-                .bind(new.duration_ms)
-                .bind(new.error_message)
-                .bind(now()),
-            )
+            .fetch_optional::<LlmInteraction>(insert_llm_interaction(new, new_id(), " RETURNING *"))
             .await;
         match result {
             Ok(Some(r)) => Ok(r),
             Ok(None) => Err(StoreError::Database(sqlx::Error::RowNotFound)),
             Err(e) if is_foreign_key_violation(&e) => {
-                self.require_scope(&new.scope).await?;
+                self.require_scope(&scope).await?;
                 Err(e)
             }
             Err(e) => Err(e),
