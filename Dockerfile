@@ -7,7 +7,8 @@
 
 # Toolchain: the workspace needs Rust >= 1.89 (edition 2024); pinned for
 # reproducible builds. Builder and runtime share Debian bookworm, so the
-# binary's glibc matches.
+# binary's glibc matches (its packed relocations, see operator/tarsy/build.rs,
+# need glibc >= 2.36 and binutils >= 2.38: bookworm has both).
 ARG RUST_VERSION=1.95
 ARG NODE_VERSION=20
 ARG DEBIAN_RELEASE=bookworm
