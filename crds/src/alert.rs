@@ -345,4 +345,27 @@ pub struct StageStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
     pub error: Option<String>,
+    /// Executions of `executions` that could not start because their
+    /// configuration did not resolve (an Agent or LLMProvider removed, a
+    /// selection that no longer applies): no AgentExecution exists for
+    /// them, each failed with its reason, and the stage's success policy
+    /// decides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub unstarted: Vec<UnstartedExecution>,
+}
+
+/// An execution that failed before it could start.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct UnstartedExecution {
+    /// Its name, as listed in the stage's `executions`.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The agent's name in records (`{agent}-N` for replicas).
+    #[schemars(length(min = 1, max = 253))]
+    pub display_name: String,
+    /// Why it could not start, clipped.
+    #[schemars(length(max = 4096))]
+    pub error: String,
 }

@@ -46,7 +46,7 @@ pub use agent_execution::{
 };
 pub use alert::{
     Alert, AlertPhase, AlertSource, AlertSpec, AlertStatus, McpSelectionSpec,
-    McpServerSelectionSpec, NATIVE_TOOL_NAMES, NativeTools, StageStatus,
+    McpServerSelectionSpec, NATIVE_TOOL_NAMES, NativeTools, StageStatus, UnstartedExecution,
 };
 pub use chain::{
     Chain, ChainSpec, ChainStatus, ChatSpec, StageAgentSpec, StageSpec, SynthesisSpec,

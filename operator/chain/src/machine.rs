@@ -101,7 +101,8 @@ impl StopReason {
         }
     }
 
-    fn message(self) -> &'static str {
+    /// Why, as the records say it.
+    pub const fn message(self) -> &'static str {
         match self {
             Self::Cancelled => "cancelled by user",
             Self::TimedOut => "session timed out",

@@ -5,6 +5,7 @@
 //!   stage (the chain state machine's rule, [`tarsy_chain::stage_results`]);
 //! * [`synthesis_input`] — the full timelines of the parallel executions a
 //!   synthesis reads;
+//! * [`stage_input`] — which of the two a stage's executions get;
 //! * [`chat_history`] — a session's history for a follow-up answer: stage
 //!   by stage, each agent labelled, syntheses with their stage, the
 //!   executive summary and earlier questions and answers, the current
@@ -21,6 +22,7 @@ use tarsy_engine::context::{
 use tarsy_store::{AgentExecution, Stage, Store};
 
 use crate::error::{ExecError, Result};
+use crate::launch::AgentInput;
 
 /// The conclusion an execution recorded last (its `final_analysis` event).
 pub fn final_analysis_of(events: &[TimelineEvent]) -> Option<String> {
@@ -189,6 +191,26 @@ pub async fn synthesis_input(
         &agents,
         &target.stage.stage_name,
     ))
+}
+
+/// What the executions of stage record `stage_index` (of kind `kind`) work
+/// on: a synthesis reads the investigations before it, an investigation
+/// the earlier stages' results. (A chat answer's input is its question and
+/// the history: [`crate::chat::Answer::begin`].)
+pub async fn stage_input(
+    store: &Store,
+    session_id: &str,
+    kind: StageKind,
+    stage_index: u32,
+) -> Result<AgentInput> {
+    Ok(match kind {
+        StageKind::Synthesis => AgentInput::Synthesis {
+            investigations: synthesis_input(store, session_id, stage_index).await?,
+        },
+        StageKind::Investigation | StageKind::Chat => AgentInput::Investigation {
+            previous_stages: previous_stages(store, session_id, stage_index).await?,
+        },
+    })
 }
 
 /// The history a chat answer (stage `current_stage_id`) works from.

@@ -22,6 +22,7 @@
 //! | [`summary`] | the executive summary call |
 //! | [`runbook`] | runbook downloads with the engine's rules |
 //! | [`tools`] | the MCP executor as the engine's tool executor |
+//! | [`workflow`] | the one interpreter of the chain state machine's actions: store writes and effects, the failure rule |
 
 #![warn(missing_docs)]
 
@@ -40,6 +41,7 @@ pub mod retention;
 pub mod runbook;
 pub mod summary;
 pub mod tools;
+pub mod workflow;
 
 pub use error::{ExecError, Result};
 pub use launch::{AgentInput, Assignment, Launched, Launcher};

@@ -6,15 +6,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tarsy_chain::{
-    Action, ChainPlan, ExecutiveSummaryView, SessionView, StageStart, StopReason, decide,
-};
+use tarsy_chain::{Action, ChainPlan, SessionView, StopReason, decide};
 use tarsy_config::Named;
-use tarsy_core::{ExecutionStatus, McpSelection, SessionStatus, StageKind};
+use tarsy_core::{ExecutionStatus, McpSelection, ResolvedAgentConfig, SessionStatus, StageKind};
 use tarsy_crds::ChainSpec;
 use tarsy_engine::ExecutionResult;
-use tarsy_exec::plan::{chain_plan, resolve_execution};
-use tarsy_exec::{AgentInput, Assignment, context, records};
+use tarsy_exec::plan::chain_plan;
+use tarsy_exec::workflow::{
+    self, Effect, StageRecord, StoreOp, Workflow, execution_ended, perform_all, stopped_outcome,
+    summary_done,
+};
+use tarsy_exec::{AgentInput, Assignment, context, ids};
 use tarsy_store::{Session, SessionOutcome};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
@@ -23,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Result, SessionError};
 use crate::runtime::{Runtime, lock};
-use crate::view::{self, StageMeta};
+use crate::view;
 
 /// Attempts of one action before the session is failed (storage errors).
 const MAX_ATTEMPTS: u32 = 5;
@@ -127,7 +129,6 @@ async fn drive_inner(rt: &Arc<Runtime>, session_id: &str, wake: Arc<Notify>) -> 
         plan,
         selection,
         view: loaded.view,
-        stages: loaded.stages,
         executions: loaded
             .executions
             .into_iter()
@@ -160,7 +161,6 @@ struct SessionRun {
     plan: ChainPlan,
     selection: Option<McpSelection>,
     view: SessionView,
-    stages: HashMap<u32, StageMeta>,
     executions: HashMap<(u32, u32), Running>,
     deadline: Instant,
     tx: mpsc::UnboundedSender<Event>,
@@ -297,13 +297,10 @@ impl SessionRun {
             } => self.execution_done(stage, index, result).await,
             Event::SummaryDone(outcome) => {
                 self.summary = None;
-                self.view.executive_summary = match outcome {
-                    Ok(text) => ExecutiveSummaryView::Generated(text),
-                    Err(e) => {
-                        tracing::warn!(session_id = %self.session_id(), error = %e, "executive summary failed (the session still completes)");
-                        ExecutiveSummaryView::Failed(e)
-                    }
-                };
+                if let Err(e) = &outcome {
+                    tracing::warn!(session_id = %self.session_id(), error = %e, "executive summary failed (the session still completes)");
+                }
+                summary_done(&mut self.view, outcome);
             }
         }
     }
@@ -319,17 +316,11 @@ impl SessionRun {
             tracing::info!(execution_id = %running.id, "execution interrupted by the shutdown; the next start resumes it");
             return;
         }
-        let (status, error) = match (running.stop, result.status) {
-            (_, ExecutionStatus::Completed) => (ExecutionStatus::Completed, None),
-            (Some(Stop::Machine(StopReason::TimedOut)), ExecutionStatus::Cancelled) => (
-                ExecutionStatus::TimedOut,
-                Some("session timed out".to_string()),
-            ),
-            (Some(Stop::Machine(reason)), ExecutionStatus::Cancelled) => {
-                (reason.execution_status(), result.error.clone())
-            }
-            (_, status) => (status, result.error.clone()),
+        let stop = match running.stop {
+            Some(Stop::Machine(reason)) => Some(reason),
+            _ => None,
         };
+        let (status, error) = stopped_outcome(stop, result.status, result.error.clone());
         let id = running.id.clone();
         if let Err(e) = self
             .rt
@@ -339,70 +330,44 @@ impl SessionRun {
         {
             tracing::warn!(execution_id = %id, error = %e, "cannot record execution status");
         }
-        if let Some(ev) = self
-            .view
-            .stages
-            .iter_mut()
-            .find(|s| s.db_index == stage)
-            .and_then(|s| s.executions.iter_mut().find(|e| e.index == index))
-        {
-            ev.status = status;
-            ev.error = error;
-            ev.final_analysis = if status == ExecutionStatus::Completed {
-                result.final_analysis
-            } else {
-                None
-            };
+        execution_ended(
+            &mut self.view,
+            stage,
+            index,
+            status,
+            error,
+            result.final_analysis,
+        );
+    }
+
+    fn workflow(&self) -> Workflow<'_> {
+        Workflow {
+            config: &self.rt.config,
+            chain: &self.chain.spec,
+            session_id: &self.session.id,
+            selection: self.selection.as_ref(),
         }
     }
 
+    /// Applies one action: its store writes, then its effect here (tasks,
+    /// tokens). The view takes the step only once both are done, so a
+    /// failed attempt can be made again from the same view.
     async fn apply(&mut self, action: Action) -> Result<()> {
-        match action {
-            Action::StartStage(start) => self.start_stage(start).await,
-            Action::FinishStage {
-                db_index,
-                status,
-                error,
-            } => {
-                let meta = self.stage_meta(db_index)?;
-                self.rt
-                    .store
-                    .update_stage_status(&meta.id, status, error.as_deref())
-                    .await?;
-                if let Some(s) = self.view.stages.iter_mut().find(|s| s.db_index == db_index) {
-                    s.status = status;
-                }
-                self.rt
-                    .publish_stage_status(
-                        &self.session.id,
-                        &meta.id,
-                        &meta.name,
-                        i64::from(db_index),
-                        status,
-                    )
-                    .await;
-                Ok(())
-            }
-            Action::StopExecutions { reason, executions } => {
+        let mut next = self.view.clone();
+        let step = self.workflow().apply(&mut next, action);
+        perform_all(&self.rt.store, &self.rt.publisher, &step.store).await?;
+        match step.effect {
+            Effect::StartStage(record) => self.start_stage(record).await?,
+            Effect::FinishStage { .. } => {}
+            Effect::Stop { reason, executions } => {
                 for key in executions {
                     if let Some(r) = self.executions.get_mut(&key) {
                         r.stop = Some(Stop::Machine(reason));
                         r.cancel.cancel();
                     }
-                    if let Some(e) = self
-                        .view
-                        .stages
-                        .iter_mut()
-                        .find(|s| s.db_index == key.0)
-                        .and_then(|s| s.executions.iter_mut().find(|e| e.index == key.1))
-                    {
-                        e.stopping = true;
-                    }
                 }
-                Ok(())
             }
-            Action::GenerateExecutiveSummary { final_analysis } => {
-                self.view.executive_summary = ExecutiveSummaryView::Requested;
+            Effect::Summarize { final_analysis } => {
                 let rt = self.rt.clone();
                 let tx = self.tx.clone();
                 let session_id = self.session.id.clone();
@@ -413,132 +378,29 @@ impl SessionRun {
                         .await;
                     let _ = tx.send(Event::SummaryDone(outcome));
                 }));
-                Ok(())
             }
-            Action::FinishSession {
-                status,
-                final_analysis,
-                error,
-            } => {
-                let (summary, summary_error) = match &self.view.executive_summary {
-                    ExecutiveSummaryView::Generated(s) => (Some(s.clone()), None),
-                    ExecutiveSummaryView::Failed(e) => (None, Some(e.clone())),
-                    _ => (None, None),
-                };
+            Effect::FinishSession { status, .. } => {
                 if let Some(s) = self.summary.take() {
                     s.abort();
                 }
-                self.rt
-                    .store
-                    .finish_session(
-                        &self.session.id,
-                        SessionOutcome {
-                            status,
-                            final_analysis,
-                            executive_summary: summary,
-                            executive_summary_error: summary_error,
-                            error_message: error,
-                        },
-                    )
-                    .await?;
-                self.view.status = status;
-                self.rt
-                    .publish_session_status(&self.session.id, status)
-                    .await;
+                self.rt.notify(&self.session.id).await;
                 tracing::info!(session_id = %self.session.id, %status, "session finished");
-                Ok(())
             }
         }
+        self.view = next;
+        Ok(())
     }
 
-    fn stage_meta(&self, db_index: u32) -> Result<StageMeta> {
-        self.stages.get(&db_index).cloned().ok_or_else(|| {
-            SessionError::Invalid(format!("stage record #{db_index} is unknown to the driver"))
-        })
-    }
-
-    async fn start_stage(&mut self, start: StageStart) -> Result<()> {
-        let store = &self.rt.store;
-        let session_id = self.session.id.clone();
-        let stage = store
-            .create_stage(records::stage_row(&session_id, &start))
-            .await?;
-        if let Err(e) = store
-            .update_session_progress(&session_id, i64::from(start.db_index), &stage.id)
-            .await
-        {
-            tracing::warn!(%session_id, error = %e, "cannot record session progress");
-        }
-
-        // Resolve every execution first so the rows carry strategy and provider.
-        let mut launches = Vec::new();
-        for e in &start.executions {
-            let resolved = resolve_execution(
-                &self.rt.config,
-                &self.chain.spec,
-                start.config_index,
-                start.kind,
-                e.index,
-                self.selection.as_ref(),
-            );
-            let row = store
-                .create_agent_execution(records::execution_row(
-                    &session_id,
-                    start.db_index,
-                    e,
-                    resolved.as_ref().ok(),
-                ))
-                .await?;
-            launches.push((e.index, e.display_name.clone(), row.id, resolved));
-        }
-        store
-            .update_stage_status(&stage.id, ExecutionStatus::Active, None)
-            .await?;
-
-        let input = self.stage_input(start.kind, start.db_index).await?;
-
-        self.stages.insert(
-            start.db_index,
-            StageMeta {
-                id: stage.id.clone(),
-                name: stage.stage_name.clone(),
-            },
-        );
-        self.view.stages.push(tarsy_chain::StageView {
-            db_index: start.db_index,
-            config_index: start.config_index,
-            kind: start.kind,
-            name: start.name.clone(),
-            status: ExecutionStatus::Active,
-            executions: launches
-                .iter()
-                .map(|(index, name, _, _)| tarsy_chain::ExecutionView {
-                    index: *index,
-                    display_name: name.clone(),
-                    status: ExecutionStatus::Pending,
-                    final_analysis: None,
-                    error: None,
-                    stopping: false,
-                })
-                .collect(),
-        });
-        self.rt
-            .publish_stage_status(
-                &session_id,
-                &stage.id,
-                &stage.stage_name,
-                i64::from(start.db_index),
-                ExecutionStatus::Active,
-            )
-            .await;
-
-        for (index, _, execution_id, resolved) in launches {
+    /// Runs the executions of a started stage record.
+    async fn start_stage(&mut self, record: StageRecord) -> Result<()> {
+        let input = self.stage_input(record.kind, record.db_index).await?;
+        for (e, config) in record.runnable() {
             self.launch(
-                start.db_index,
-                index,
-                &stage.id,
-                execution_id,
-                resolved,
+                record.db_index,
+                e.index,
+                &record.id,
+                e.id.clone(),
+                config.clone(),
                 &input,
             );
         }
@@ -553,7 +415,7 @@ impl SessionRun {
         index: u32,
         stage_id: &str,
         execution_id: String,
-        resolved: std::result::Result<tarsy_core::ResolvedAgentConfig, impl std::fmt::Display>,
+        config: ResolvedAgentConfig,
         input: &AgentInput,
     ) {
         let cancel = CancellationToken::new();
@@ -567,23 +429,6 @@ impl SessionRun {
             },
         );
         let tx = self.tx.clone();
-        let config = match resolved {
-            Ok(c) => c,
-            Err(e) => {
-                // Nothing to run: the execution fails with the reason.
-                let _ = tx.send(Event::ExecutionDone {
-                    stage: db_index,
-                    index,
-                    result: ExecutionResult::ended(
-                        ExecutionStatus::Failed,
-                        format!("cannot resolve the agent configuration: {e}"),
-                        Default::default(),
-                        0,
-                    ),
-                });
-                return;
-            }
-        };
         let assignment = Assignment::new(
             &self.session,
             stage_id,
@@ -605,14 +450,14 @@ impl SessionRun {
     }
 
     /// Runs again the executions a dead (or stopped) process left
-    /// unfinished: each continues from its stored conversation.
+    /// unfinished: each continues from its stored conversation. One whose
+    /// configuration no longer resolves fails with the reason.
     async fn resume_interrupted(&mut self, interrupted: Vec<(u32, u32)>) -> Result<()> {
         for (db_index, index) in interrupted {
             let Some(stage) = self.view.stages.iter().find(|s| s.db_index == db_index) else {
                 continue;
             };
             let (config_index, kind) = (stage.config_index, stage.kind);
-            let meta = self.stage_meta(db_index)?;
             let Some(execution_id) = self
                 .executions
                 .get(&(db_index, index))
@@ -620,32 +465,35 @@ impl SessionRun {
             else {
                 continue;
             };
-            let resolved = resolve_execution(
-                &self.rt.config,
-                &self.chain.spec,
-                config_index,
-                kind,
-                index,
-                self.selection.as_ref(),
-            );
-            let input = self.stage_input(kind, db_index).await?;
-            tracing::info!(session_id = %self.session.id, %execution_id, "resuming an interrupted execution");
-            self.launch(db_index, index, &meta.id, execution_id, resolved, &input);
+            match self.workflow().resolve(config_index, kind, index) {
+                Ok(config) => {
+                    let input = self.stage_input(kind, db_index).await?;
+                    tracing::info!(session_id = %self.session.id, %execution_id, "resuming an interrupted execution");
+                    let stage_id = ids::stage_id(&self.session.id, db_index);
+                    self.launch(db_index, index, &stage_id, execution_id, config, &input);
+                }
+                Err(error) => {
+                    let op = StoreOp::FailExecution {
+                        execution_id,
+                        error: error.clone(),
+                    };
+                    workflow::perform(&self.rt.store, self.rt.publisher.as_ref(), &op).await?;
+                    execution_ended(
+                        &mut self.view,
+                        db_index,
+                        index,
+                        ExecutionStatus::Failed,
+                        Some(error),
+                        None,
+                    );
+                }
+            }
         }
         Ok(())
     }
 
     /// What the executions of a stage record are given.
     async fn stage_input(&self, kind: StageKind, db_index: u32) -> Result<AgentInput> {
-        let store = &self.rt.store;
-        Ok(match kind {
-            StageKind::Synthesis => AgentInput::Synthesis {
-                investigations: context::synthesis_input(store, &self.session.id, db_index).await?,
-            },
-            _ => AgentInput::Investigation {
-                previous_stages: context::previous_stages(store, &self.session.id, db_index)
-                    .await?,
-            },
-        })
+        Ok(context::stage_input(&self.rt.store, &self.session.id, kind, db_index).await?)
     }
 }

@@ -23,17 +23,9 @@ use crate::error::Result;
 pub(crate) const INTERRUPTED_BY_RESTART: &str =
     "interrupted: the TARSy process answering stopped before it finished";
 
-/// What the runner knows about one stage record.
-#[derive(Debug, Clone)]
-pub(crate) struct StageMeta {
-    pub(crate) id: String,
-    pub(crate) name: String,
-}
-
 /// The view plus the record ids behind it.
 pub(crate) struct Loaded {
     pub(crate) view: SessionView,
-    pub(crate) stages: HashMap<u32, StageMeta>,
     /// `(stage db_index, execution index)` → execution id.
     pub(crate) executions: HashMap<(u32, u32), String>,
     /// Executions a dead process left unfinished, to run again:
@@ -87,7 +79,6 @@ pub(crate) async fn load(
             (None, None) => ExecutiveSummaryView::NotRequested,
         },
     };
-    let mut stages = HashMap::new();
     let mut executions = HashMap::new();
     let mut interrupted = Vec::new();
     let mut next_config_index = 0usize;
@@ -179,13 +170,6 @@ pub(crate) async fn load(
                 stopping: false,
             });
         }
-        stages.insert(
-            db_index,
-            StageMeta {
-                id: stage.id.clone(),
-                name: stage.stage_name.clone(),
-            },
-        );
         view.stages.push(StageView {
             db_index,
             config_index,
@@ -203,7 +187,6 @@ pub(crate) async fn load(
     }
     Ok(Loaded {
         view,
-        stages,
         executions,
         interrupted,
     })

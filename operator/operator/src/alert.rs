@@ -17,22 +17,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use tarsy_chain::{
-    Action, ExecutionView, ExecutiveSummaryView, SessionView, StageStart, StageView, StopReason,
-    decide,
+    ExecutionView, ExecutiveSummaryView, SessionView, StageView, StopReason, decide,
 };
 use tarsy_config::{Config, ResolveError, resolved_spec};
-use tarsy_core::{ExecutionStatus, SessionStatus, StageKind};
-use tarsy_crds::contract::submission_of;
-use tarsy_crds::contract::{ExecutionRequest, execution_for};
+use tarsy_core::{ExecutionStatus, McpSelection, SessionStatus, StageKind};
+use tarsy_crds::contract::{ExecutionRequest, execution_for, execution_name, submission_of};
 use tarsy_crds::{
-    AgentExecution, Alert, AlertPhase, AlertStatus, ChainSpec, MAX_STATUS_TEXT_CHARS, StageRef,
-    StageStatus, clip,
+    AgentExecution, Alert, AlertPhase, AlertStatus, MAX_STATUS_TEXT_CHARS, StageRef, StageStatus,
+    UnstartedExecution, clip,
 };
 use tarsy_exec::admission::new_session;
-use tarsy_exec::plan::{chain_plan, resolve_execution};
-use tarsy_exec::{ids, records};
+use tarsy_exec::plan::chain_plan;
+use tarsy_exec::workflow::{Effect, StageRecord, Workflow};
 use tarsy_masking::MaskingService;
-use tarsy_store::{NewAgentExecution, NewSession, NewStage};
+use tarsy_store::SessionOutcome;
 
 use crate::conditions;
 
@@ -42,46 +40,7 @@ pub use tarsy_crds::STOP_ANNOTATION;
 /// its deadline at the latest.
 pub const PENDING_RECHECK: Duration = Duration::from_secs(10);
 
-/// Postgres writes the reconcile asks for (all idempotent).
-#[derive(Debug, Clone, PartialEq)]
-pub enum StoreOp {
-    /// Create the session row (id = Alert UID).
-    CreateSession(NewSession),
-    /// The session is running.
-    StartSession {
-        /// Session id.
-        session_id: String,
-    },
-    /// Create a stage row.
-    CreateStage(NewStage),
-    /// Create an execution row.
-    CreateExecution(NewAgentExecution),
-    /// Record a stage's outcome.
-    FinishStage {
-        /// Stage row id.
-        stage_id: String,
-        /// Outcome.
-        status: ExecutionStatus,
-        /// Why it did not complete.
-        error: Option<String>,
-    },
-    /// Record the session's end.
-    FinishSession {
-        /// Session id.
-        session_id: String,
-        /// Terminal status.
-        status: SessionStatus,
-        /// Conclusion.
-        final_analysis: Option<String>,
-        /// Executive summary (as the status holds it; the IO layer keeps
-        /// the full text already in the row when this is its clipped form).
-        executive_summary: Option<String>,
-        /// Why the executive summary is missing.
-        executive_summary_error: Option<String>,
-        /// Why it failed.
-        error: Option<String>,
-    },
-}
+pub use tarsy_exec::workflow::StoreOp;
 
 /// A Kubernetes Event to publish about the Alert.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,11 +233,13 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
             );
             out.store.push(StoreOp::FinishSession {
                 session_id: uid,
-                status: SessionStatus::Cancelled,
-                final_analysis: None,
-                executive_summary: None,
-                executive_summary_error: None,
-                error: Some("cancelled by user".into()),
+                outcome: SessionOutcome {
+                    status: SessionStatus::Cancelled,
+                    final_analysis: None,
+                    executive_summary: None,
+                    executive_summary_error: None,
+                    error_message: Some(StopReason::Cancelled.message().into()),
+                },
             });
             out.event(false, "Cancelled", "cancelled before it started");
             return out;
@@ -369,37 +330,36 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
         (None, None, _) => ExecutiveSummaryView::NotRequested,
     };
     mark_degraded(&mut out.status, &executions, generation, now);
+    let selection = alert.spec.mcp_selection.as_ref().map(McpSelection::from);
+    let workflow = Workflow {
+        config: inputs.config,
+        chain: &chain.spec,
+        session_id: &uid,
+        selection: selection.as_ref(),
+    };
+    let timing = StageTiming {
+        now,
+        deadline: deadline_at,
+    };
     for _ in 0..16 {
-        let view = session_view(&out.status, &executions, cancel, deadline_passed, &summary);
+        let mut view = session_view(&out.status, &executions, cancel, deadline_passed, &summary);
         let actions = decide(&plan, &view);
         if actions.is_empty() {
             break;
         }
         for action in actions {
-            match action {
-                Action::StartStage(start) => {
-                    let stage = StageTiming {
-                        now,
-                        deadline: deadline_at,
-                    };
-                    if let Err(e) = start_stage(
-                        &mut out,
-                        inputs,
-                        &chain.spec,
-                        &start,
-                        &mut executions,
-                        stage,
-                    ) {
-                        fail(&mut out, &uid, "InvalidConfig", e, generation, now, true);
-                        return out;
-                    }
+            let step = workflow.apply(&mut view, action);
+            out.store.extend(step.store);
+            match step.effect {
+                Effect::StartStage(record) => {
+                    start_stage(&mut out, inputs, &record, &mut executions, timing);
                 }
-                Action::FinishStage {
+                Effect::FinishStage {
                     db_index,
                     status,
                     error,
-                } => finish_stage(&mut out, &uid, db_index, status, error, now),
-                Action::StopExecutions {
+                } => finish_stage(&mut out, db_index, status, error, now),
+                Effect::Stop {
                     reason,
                     executions: which,
                 } => {
@@ -416,7 +376,7 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
                         }
                     }
                 }
-                Action::GenerateExecutiveSummary { final_analysis } => {
+                Effect::Summarize { final_analysis } => {
                     // The call is IO: ask for it and wait (the machine waits
                     // while the summary is Requested).
                     summary = ExecutiveSummaryView::Requested;
@@ -426,20 +386,12 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
                         final_analysis,
                     });
                 }
-                Action::FinishSession {
+                Effect::FinishSession {
                     status,
                     final_analysis,
                     error,
                 } => {
-                    finish_session(
-                        &mut out,
-                        &uid,
-                        status,
-                        final_analysis,
-                        error,
-                        generation,
-                        now,
-                    );
+                    finish_session(&mut out, status, final_analysis, error, generation, now);
                     return out;
                 }
             }
@@ -563,7 +515,19 @@ pub fn session_view(
             .executions
             .iter()
             .zip(1u32..)
-            .map(|(name, index)| execution_view(executions.get(name), name, index))
+            .map(
+                |(name, index)| match record.unstarted.iter().find(|u| &u.name == name) {
+                    Some(u) => ExecutionView {
+                        index,
+                        display_name: u.display_name.clone(),
+                        status: ExecutionStatus::Failed,
+                        final_analysis: None,
+                        error: Some(u.error.clone()),
+                        stopping: false,
+                    },
+                    None => execution_view(executions.get(name), name, index),
+                },
+            )
             .collect();
         stages.push(StageView {
             db_index: record.index,
@@ -608,96 +572,90 @@ struct StageTiming {
 fn start_stage(
     out: &mut AlertOutcome,
     inputs: &AlertInputs<'_>,
-    chain: &ChainSpec,
-    start: &StageStart,
+    record: &StageRecord,
     executions: &mut BTreeMap<String, AgentExecution>,
     timing: StageTiming,
-) -> Result<(), String> {
+) {
     let alert = inputs.alert;
-    let uid = alert.metadata.uid.clone().unwrap_or_default();
+    let alert_name = alert.metadata.name.clone().unwrap_or_default();
     let chain_name = out.status.chain.clone().unwrap_or_default();
-    let stage_id = ids::stage_id(&uid, start.db_index);
-    out.store
-        .push(StoreOp::CreateStage(records::stage_row(&uid, start)));
-    let selection = alert
-        .spec
-        .mcp_selection
-        .as_ref()
-        .map(tarsy_core::McpSelection::from);
-    let mut names_of = Vec::new();
-    for exec in &start.executions {
-        let resolved = resolve_execution(
-            inputs.config,
-            chain,
-            start.config_index,
-            start.kind,
-            exec.index,
-            selection.as_ref(),
-        )
-        .map_err(|e| format!("stage {:?}, agent {}: {e}", start.name, exec.display_name))?;
-        out.store
-            .push(StoreOp::CreateExecution(records::execution_row(
-                &uid,
-                start.db_index,
-                exec,
-                Some(&resolved),
-            )));
+    let mut names = Vec::new();
+    let mut unstarted = Vec::new();
+    for exec in &record.executions {
+        let name = execution_name(&alert_name, record.db_index, &exec.display_name);
+        names.push(name.clone());
+        let config = match &exec.config {
+            Ok(config) => config,
+            Err(error) => {
+                unstarted.push(UnstartedExecution {
+                    name,
+                    display_name: exec.display_name.clone(),
+                    error: clip(error, 4096),
+                });
+                continue;
+            }
+        };
         let ae = execution_for(
             alert,
             &chain_name,
             ExecutionRequest {
                 stage: StageRef {
-                    index: start.db_index,
-                    name: start.name.clone(),
-                    id: Some(stage_id.clone()),
+                    index: record.db_index,
+                    name: record.name.clone(),
+                    id: Some(record.id.clone()),
                 },
                 agent_name: exec.agent_name.clone(),
                 display_name: exec.display_name.clone(),
                 agent_index: exec.index,
                 kind: exec.kind.into(),
-                resolved: resolved_spec(&resolved),
+                resolved: resolved_spec(config),
                 chat: None,
                 deadline: timing.deadline.map(Time),
             },
         );
-        let name = ae.name_any();
-        if !executions.contains_key(&name) {
-            executions.insert(name.clone(), ae.clone());
-        }
+        executions.entry(name).or_insert_with(|| ae.clone());
         out.create.push(ae);
-        names_of.push(name);
+    }
+    for u in &unstarted {
+        out.event(
+            true,
+            "ExecutionNotStarted",
+            format!(
+                "stage {} ({}), agent {}: {}",
+                record.db_index, record.name, u.display_name, u.error
+            ),
+        );
     }
     out.status.stages.push(StageStatus {
-        index: start.db_index,
-        name: start.name.clone(),
-        kind: Some(start.kind.into()),
-        stage_id: Some(stage_id),
+        index: record.db_index,
+        name: record.name.clone(),
+        kind: Some(record.kind.into()),
+        stage_id: Some(record.id.clone()),
         phase: tarsy_crds::ExecutionPhase::Active,
-        executions: names_of,
-        parallel_type: start.parallel_type.map(Into::into),
-        success_policy: start.success_policy.map(Into::into),
+        executions: names,
+        parallel_type: record.parallel_type.map(Into::into),
+        success_policy: record.success_policy.map(Into::into),
         started_at: Some(Time(timing.now)),
         completed_at: None,
         error: None,
+        unstarted,
     });
-    out.status.current_stage = Some(start.name.clone());
-    out.status.current_stage_index = Some(start.db_index);
+    out.status.current_stage = Some(record.name.clone());
+    out.status.current_stage_index = Some(record.db_index);
     out.event(
         false,
         "StageStarted",
         format!(
             "stage {} ({}) started with {} execution(s)",
-            start.db_index,
-            start.name,
-            start.executions.len()
+            record.db_index,
+            record.name,
+            record.executions.len()
         ),
     );
-    Ok(())
 }
 
 fn finish_stage(
     out: &mut AlertOutcome,
-    uid: &str,
     db_index: u32,
     status: ExecutionStatus,
     error: Option<String>,
@@ -710,14 +668,6 @@ fn finish_stage(
     record.completed_at = Some(Time(now));
     record.error = error.as_deref().map(|e| clip(e, 4096));
     let name = record.name.clone();
-    out.store.push(StoreOp::FinishStage {
-        stage_id: record
-            .stage_id
-            .clone()
-            .unwrap_or_else(|| ids::stage_id(uid, db_index)),
-        status,
-        error: error.clone(),
-    });
     let failed = status != ExecutionStatus::Completed;
     let note = match &error {
         Some(e) => format!("stage {db_index} ({name}) {status}: {e}"),
@@ -736,7 +686,6 @@ fn finish_stage(
 
 fn finish_session(
     out: &mut AlertOutcome,
-    uid: &str,
     status: SessionStatus,
     final_analysis: Option<String>,
     error: Option<String>,
@@ -762,14 +711,6 @@ fn finish_session(
         generation,
         now,
     );
-    out.store.push(StoreOp::FinishSession {
-        session_id: uid.to_string(),
-        status,
-        final_analysis,
-        executive_summary: out.status.executive_summary.clone(),
-        executive_summary_error: out.status.executive_summary_error.clone(),
-        error: error.clone(),
-    });
     out.event(
         !ok,
         &format!("Session{phase:?}"),
@@ -801,11 +742,13 @@ fn fail(
     if session_exists {
         out.store.push(StoreOp::FinishSession {
             session_id: uid.to_string(),
-            status: SessionStatus::Failed,
-            final_analysis: None,
-            executive_summary: None,
-            executive_summary_error: None,
-            error: Some(message.clone()),
+            outcome: SessionOutcome {
+                status: SessionStatus::Failed,
+                final_analysis: None,
+                executive_summary: None,
+                executive_summary_error: None,
+                error_message: Some(message.clone()),
+            },
         });
     }
     out.event(true, reason, message);

@@ -19,13 +19,13 @@ use tarsy_config::Config;
 use tarsy_crds::contract::{EXPIRED_ANNOTATION, owned_by};
 use tarsy_crds::{AgentExecution, Alert, AlertPhase};
 use tarsy_exec::notify::Notice;
+use tarsy_exec::workflow::perform;
 use tarsy_store::StoreError;
 
 use crate::alert::{AlertInputs, StoreOp, SummaryProgress, reconcile_alert, stop_value};
 use crate::context::{Context, key_of};
 use crate::error::Error;
 use crate::status_apply::apply_status;
-use crate::store_ops::perform;
 
 /// Finalizer on Alerts: the session row is soft-deleted before the Alert goes.
 pub const ALERT_FINALIZER: &str = "tarsy.dev/session";

@@ -15,7 +15,6 @@
 //! IO:
 //! - [`run`]: settings, watches, leadership, the controllers ([`run()`]);
 //! - `alert_io`, `execution_io`, `config_ready`: each reconcile's reads and writes;
-//! - `store_ops`: the Postgres writes an Alert reconcile asks for;
 //! - `status_apply`: server-side apply of statuses;
 //! - [`summaries`]: executive summaries, outside the reconciles;
 //! - [`metrics`]: Prometheus metrics, `/healthz`, `/readyz`.
@@ -38,7 +37,6 @@ pub mod pod;
 pub mod resources;
 pub mod run;
 mod status_apply;
-mod store_ops;
 pub mod summaries;
 
 pub use error::Error;

@@ -321,13 +321,11 @@ fn runs_the_whole_chain_with_synthesis_and_is_idempotent() {
     );
     assert!(out.store.iter().any(|op| matches!(
         op,
-        StoreOp::FinishSession {
-            status: SessionStatus::Completed,
-            final_analysis: Some(a),
-            executive_summary: Some(s),
-            executive_summary_error: None,
-            ..
-        } if a == "root cause: memory limit" && s == "OOM: raise the limit"
+        StoreOp::FinishSession { outcome, .. }
+            if outcome.status == SessionStatus::Completed
+                && outcome.final_analysis.as_deref() == Some("root cause: memory limit")
+                && outcome.executive_summary.as_deref() == Some("OOM: raise the limit")
+                && outcome.executive_summary_error.is_none()
     )));
     assert_eq!(status.stages.len(), 3);
     // Terminal: nothing more is asked.
@@ -372,12 +370,10 @@ fn a_failed_summary_still_completes_the_session() {
     );
     assert!(out.store.iter().any(|op| matches!(
         op,
-        StoreOp::FinishSession {
-            status: SessionStatus::Completed,
-            executive_summary: None,
-            executive_summary_error: Some(e),
-            ..
-        } if e.contains("timed out")
+        StoreOp::FinishSession { outcome, .. }
+            if outcome.status == SessionStatus::Completed
+                && outcome.executive_summary.is_none()
+                && outcome.executive_summary_error.as_deref().is_some_and(|e| e.contains("timed out"))
     )));
     assert!(out.summarize.is_none());
 }
@@ -460,22 +456,38 @@ fn session_timeout_stops_executions_and_ends_timed_out() {
 }
 
 #[test]
-fn chain_with_unknown_agent_fails_the_session_clearly() {
+fn an_agent_that_cannot_be_resolved_fails_its_execution_and_the_stage_decides() {
     let c = chain(
         "bad",
         "alertTypes: [PodCrash]\nstages: [{name: s, agent: NoSuchAgent}]",
     );
     let mut w = World::new(alert("PodCrash"), &[c]);
     let out = w.step(true);
+    // No pod for it: the stage lists it as not started, with the reason.
+    assert!(out.create.is_empty());
+    let stage = &out.status.stages[0];
+    assert_eq!(stage.executions, ["crash-s1-nosuchagent"]);
+    assert_eq!(stage.unstarted[0].display_name, "NoSuchAgent");
+    assert!(
+        stage.unstarted[0]
+            .error
+            .starts_with("cannot resolve the agent configuration"),
+        "{:?}",
+        stage.unstarted
+    );
+    assert!(out.store.iter().any(|op| matches!(
+        op,
+        StoreOp::FailExecution { execution_id, error }
+            if execution_id.ends_with("-s1-e1") && error.contains("NoSuchAgent")
+    )));
+    // Its only execution failed, so the stage and the session fail, naming it.
     assert_eq!(w.phase(), AlertPhase::Failed);
     assert!(out.status.error.unwrap().contains("NoSuchAgent"));
     assert!(out.store.iter().any(|op| matches!(
         op,
-        StoreOp::FinishSession {
-            status: SessionStatus::Failed,
-            ..
-        }
+        StoreOp::FinishSession { outcome, .. } if outcome.status == SessionStatus::Failed
     )));
+    assert!(out.events.iter().any(|e| e.reason == "ExecutionNotStarted"));
 }
 
 #[test]

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use tarsy_core::{EventPublisher, ExecutionKind, ExecutionStatus, TokenUsage};
+use tarsy_core::{EventPublisher, ExecutionKind, ExecutionStatus, StageKind, TokenUsage};
 use tarsy_crds::{AgentExecution, ExecutionPhase, LLMProvider, MCPServer};
 use tarsy_engine::ExecutionResult;
 use tarsy_exec::chat::Answer;
@@ -349,14 +349,24 @@ async fn input(
                 "a chat execution without spec.chat".into(),
             ));
         }
-        (ExecutionKind::Synthesis, _, _) => AgentInput::Synthesis {
-            investigations: context::synthesis_input(store, &spec.session_id, spec.stage.index)
-                .await?,
-        },
-        (ExecutionKind::Investigation, _, _) => AgentInput::Investigation {
-            previous_stages: context::previous_stages(store, &spec.session_id, spec.stage.index)
-                .await?,
-        },
+        (ExecutionKind::Synthesis, _, _) => {
+            context::stage_input(
+                store,
+                &spec.session_id,
+                StageKind::Synthesis,
+                spec.stage.index,
+            )
+            .await?
+        }
+        (ExecutionKind::Investigation, _, _) => {
+            context::stage_input(
+                store,
+                &spec.session_id,
+                StageKind::Investigation,
+                spec.stage.index,
+            )
+            .await?
+        }
     };
     Ok((session, input))
 }

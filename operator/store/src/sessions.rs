@@ -299,7 +299,9 @@ impl Store {
     }
 
     /// Stores the end of a session: terminal status, final analysis,
-    /// executive summary (or why it is missing) and error.
+    /// executive summary (or why it is missing) and error. A summary or
+    /// summary error already stored is kept (it was stored whole when it
+    /// was made; the caller may only hold a bounded copy).
     pub async fn finish_session(&self, id: &str, outcome: SessionOutcome) -> Result<Session> {
         if !outcome.status.is_terminal() {
             return Err(StoreError::InvalidInput(format!(
@@ -311,8 +313,10 @@ impl Store {
         self.db
             .fetch_optional(
                 Sql::new(
-                    "UPDATE alert_sessions SET status = $2, final_analysis = $3, executive_summary = $4, \
-                     executive_summary_error = $5, error_message = $6, completed_at = $7, \
+                    "UPDATE alert_sessions SET status = $2, final_analysis = $3, \
+                     executive_summary = COALESCE(executive_summary, $4), \
+                     executive_summary_error = COALESCE(executive_summary_error, $5), \
+                     error_message = $6, completed_at = $7, \
                      last_interaction_at = $7 WHERE id = $1 RETURNING *",
                 )
                 .bind(id)
