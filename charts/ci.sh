@@ -5,8 +5,9 @@
 # charts/tarsy/ci/, validates every rendered object (Kubernetes schemas, our CRD
 # schemas, minimal schemas for ServiceMonitor and cert-manager kinds, ServiceMonitors
 # and the NetworkPolicies of the pods they scrape), checks that the rendered Grafana
-# dashboard is charts/tarsy/dashboards/tarsy.json and that charts/tarsy/crds matches
-# crds/manifests. Idempotent; exits non-zero on any failure.
+# dashboard is charts/tarsy/dashboards/tarsy.json, that the LLM service renders its
+# drain settings (rollout, probes, grace period, PodDisruptionBudget) and that
+# charts/tarsy/crds matches crds/manifests. Idempotent; exits non-zero on any failure.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -111,6 +112,49 @@ print(f"  {len(rendered['panels'])} panels, uid {rendered['uid']}")
 PY
 else
   cat "$OUT/dashboard.err" >&2; fail "helm template with grafana.dashboard.enabled"
+fi
+
+echo "== the LLM service drains safely (strategy, probes, grace, PodDisruptionBudget)"
+llm_render() {
+  "$HELM" template tarsy "$CHART" --set database.existingSecret=x \
+    --show-only templates/llm-service.yaml "$@" 2>&1
+}
+if llm_render >"$OUT/llm.yaml" \
+   && llm_render --set llmService.replicas=1 >"$OUT/llm-1.yaml" \
+   && llm_render --set llmService.podDisruptionBudget.enabled=false >"$OUT/llm-nopdb.yaml" \
+   && llm_render --set llmService.preStopSleepSeconds=0 --set llmService.shutdownGraceSeconds=60 \
+        >"$OUT/llm-nosleep.yaml"; then
+  "$VPY" - "$OUT" <<'PY' || fail "LLM service drain settings"
+import sys, yaml
+out = sys.argv[1]
+def load(name):
+    objs = [o for o in yaml.safe_load_all(open(f"{out}/{name}.yaml")) if o]
+    return {o["kind"]: o for o in objs}
+def check(name, replicas, pdb, sleep, grace):
+    objs = load(name)
+    dep = objs["Deployment"]
+    assert dep["spec"]["replicas"] == replicas, dep["spec"]["replicas"]
+    assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}, dep["spec"]["strategy"]
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["TARSY_LLM_SHUTDOWN_GRACE_SECONDS"] == str(grace), env
+    hook = c.get("lifecycle", {}).get("preStop")
+    assert (hook["exec"]["command"] if hook else None) == (["/bin/sleep", str(sleep)] if sleep else None), hook
+    assert pod["terminationGracePeriodSeconds"] > sleep + grace, pod["terminationGracePeriodSeconds"]
+    assert c["readinessProbe"]["grpc"].get("service") == "llm.v1.LLMService", c["readinessProbe"]
+    assert "grpc" in c["livenessProbe"], c["livenessProbe"]
+    assert ("PodDisruptionBudget" in objs) == pdb, f"{name}: PodDisruptionBudget rendered: {not pdb}"
+    if pdb:
+        assert objs["PodDisruptionBudget"]["spec"]["maxUnavailable"] == 1
+check("llm", 2, True, 5, 25)
+check("llm-1", 1, False, 5, 25)
+check("llm-nopdb", 2, False, 5, 25)
+check("llm-nosleep", 2, True, 0, 60)
+print("  2 replicas, PodDisruptionBudget, maxUnavailable 0, grace above preStop + drain; none for 1 replica or when disabled")
+PY
+else
+  cat "$OUT/llm.yaml" >&2; fail "helm template of the LLM service"
 fi
 
 echo "== the validator rejects every broken fixture"

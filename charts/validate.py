@@ -7,7 +7,8 @@ cross-object consistency that schemas cannot see.
 - ServiceMonitor and cert-manager kinds: minimal schemas of the fields the chart
   uses (their CRDs are not available offline);
 - ConfigMap keys ending in .json hold JSON (Grafana dashboards);
-- Services select some rendered pod template and name ports it declares;
+- Services and PodDisruptionBudgets select some rendered pod template, Services
+  name ports it declares;
   workloads' service accounts are rendered; no duplicate objects;
 - each ServiceMonitor selects a rendered Service and names its ports, and the
   NetworkPolicies of the scraped pods admit a Prometheus pod (namespace
@@ -195,6 +196,10 @@ def consistency(objs):
             tp = p.get("targetPort")
             if isinstance(tp, str) and tp not in names:
                 errors.append(f"{ident(s)}: targetPort {tp} is not a container port of its pods")
+    for pdb in (o for o in objs if o["kind"] == "PodDisruptionBudget"):
+        sel = pdb["spec"].get("selector") or {}
+        if not any(selects(sel, t["metadata"].get("labels", {})) for _, t in pod_templates(objs)):
+            errors.append(f"{ident(pdb)}: selects no rendered pod template")
     return errors
 
 

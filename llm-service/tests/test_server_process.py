@@ -157,3 +157,124 @@ async def test_sigterm_lets_the_running_call_finish(spawn, fake) -> None:
     lines = await asyncio.to_thread(process.all_lines)
     assert lines[-1]["msg"] == "stopped"
     assert [r for r in lines if r["msg"] == "non-json" or "nclosed" in r["msg"]] == []
+
+
+# -- drain on SIGTERM -----------------------------------------------------------
+# These processes get a long grace period (60 s): one that exits within the
+# tests' timeouts did not wait it out.
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def serve(spawn, grace: float = 60) -> tuple[Process, str]:
+    """A service process (only openai preloaded, to start faster) and its address."""
+    process = spawn(
+        ["--listen", "127.0.0.1:0", "--preload", "openai", "--shutdown-grace", str(grace)]
+    )
+    return process, process.wait_for("listening")["address"]
+
+
+async def read_rest(grpc_call: grpc.aio.UnaryStreamCall) -> list:
+    rest = []
+    while (chunk := await asyncio.wait_for(grpc_call.read(), timeout=20)) is not grpc.aio.EOF:
+        rest.append(chunk)
+    return rest
+
+
+async def exit_code(process: Process) -> int:
+    return await asyncio.to_thread(process.proc.wait, 20)
+
+
+async def test_ready_when_listening_and_idle_exit_is_immediate(spawn) -> None:
+    process, address = serve(spawn)
+    async with grpc.aio.insecure_channel(address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for name in ("", "llm.v1.LLMService"):
+            reply = await health.Check(health_pb2.HealthCheckRequest(service=name), timeout=10)
+            assert reply.status == SERVING, name
+    process.proc.send_signal(signal.SIGTERM)
+    assert await exit_code(process) == 0
+
+
+async def test_sigterm_drains_not_serving_refuses_new_calls_finishes_running_ones(
+    spawn, fake
+) -> None:
+    gate = threading.Event()
+    fake.add(
+        sse_reply(
+            [
+                openai_chunk(content="one "),
+                openai_chunk(content="two "),
+                openai_chunk(content="three"),
+                openai_chunk(finish="stop"),
+                openai_done(),
+            ],
+            gate=gate,
+            gate_at=1,
+            delay_between=0.1,  # a slow provider: the stream outlives the checks below
+        )
+    )
+    process, address = serve(spawn)
+    async with grpc.aio.insecure_channel(address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        # A watcher (such as a client-side health check) sees the change at once.
+        watch = health.Watch(health_pb2.HealthCheckRequest(service="llm.v1.LLMService"))
+        assert (await asyncio.wait_for(watch.read(), timeout=10)).status == SERVING
+        running = pb_grpc.LLMServiceStub(channel).Generate(make_request("openai", f"{fake.url}/v1"))
+        assert (await asyncio.wait_for(running.read(), timeout=20)).text.content == "one "
+
+        process.proc.send_signal(signal.SIGTERM)
+        assert (await asyncio.wait_for(watch.read(), timeout=10)).status == NOT_SERVING
+        # New calls, on the open channel and on a new one, fail with UNAVAILABLE
+        # (a client can retry those on another replica); so does a readiness probe.
+        async with grpc.aio.insecure_channel(address) as fresh:
+            for ch in (channel, fresh):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await (
+                        pb_grpc.LLMServiceStub(ch)
+                        .Generate(make_request("openai", f"{fake.url}/v1"), timeout=10)
+                        .read()
+                    )
+                assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+            with pytest.raises(grpc.aio.AioRpcError) as probe:
+                await health_pb2_grpc.HealthStub(fresh).Check(
+                    health_pb2.HealthCheckRequest(service="llm.v1.LLMService"), timeout=10
+                )
+            assert probe.value.code() == grpc.StatusCode.UNAVAILABLE
+
+        gate.set()  # the provider goes on only now, while the service drains
+        rest = await read_rest(running)
+        assert texts(rest) == "two three" and rest[-1].is_final
+        # The open Watch stream does not hold the exit once the call is done.
+        assert await exit_code(process) == 0
+    assert len(fake.post_requests()) == 1  # the refused calls never reached a provider
+    lines = await asyncio.to_thread(process.all_lines)
+    assert next(r for r in lines if r["msg"] == "shutting down")["calls"] == 1
+    assert [r for r in lines if r["msg"] == "ending running calls"] == []
+    assert lines[-1]["msg"] == "stopped"
+
+
+@pytest.mark.parametrize("ending", ["grace", "signal"])
+async def test_a_stream_that_never_ends_is_ended_by_the_grace_period_or_a_second_signal(
+    spawn, fake, ending: str
+) -> None:
+    fake.add(sse_reply([openai_chunk(content="thinking...")], hang=True))
+    process, address = serve(spawn, grace=1 if ending == "grace" else 60)
+    async with grpc.aio.insecure_channel(address) as channel:
+        running = pb_grpc.LLMServiceStub(channel).Generate(make_request("openai", f"{fake.url}/v1"))
+        assert (await asyncio.wait_for(running.read(), timeout=20)).text.content == "thinking..."
+        process.proc.send_signal(signal.SIGTERM)
+        if ending == "signal":
+            await asyncio.to_thread(process.wait_for, "shutting down")
+            process.proc.send_signal(signal.SIGTERM)
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await read_rest(running)
+        assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert await exit_code(process) == 0
+    lines = await asyncio.to_thread(process.all_lines)
+    if ending == "signal":
+        cut = next(r for r in lines if r["msg"] == "ending running calls")
+        assert (cut["calls"], cut["reason"]) == (1, "signal")
+    assert lines[-1]["msg"] == "stopped"
+    assert [r for r in lines if r["msg"] == "non-json" or "nclosed" in r["msg"]] == []

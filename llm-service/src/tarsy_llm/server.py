@@ -2,19 +2,26 @@
 
 Listen address: ``--listen HOST:PORT``, else ``TARSY_LLM_LISTEN``, else
 127.0.0.1:50051 (port 0 picks a free port; the bound address is logged). The
-standard gRPC health service reports SERVING for "" and "llm.v1.LLMService". On
-SIGTERM/SIGINT the health status turns NOT_SERVING, new calls are refused and
-running calls get a grace period before they are cancelled.
+standard gRPC health service reports SERVING for "" and "llm.v1.LLMService" once
+the server listens with its preloaded providers ready.
+
+SIGTERM/SIGINT drains: the listener closes, clients get GOAWAY (new calls fail with
+UNAVAILABLE, so a client retries them on another replica) and health turns
+NOT_SERVING; running ``Generate`` calls get up to the grace period to finish, then
+the process exits 0. A second SIGTERM/SIGINT, or the end of the grace period, ends
+the calls still running (their clients see UNAVAILABLE).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
+from asyncio import FIRST_COMPLETED
 from collections.abc import Mapping, Sequence
 
 import grpc
@@ -65,6 +72,60 @@ def _env_float(environ: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
 
 
+class HealthServicer(health.aio.HealthServicer):
+    """The standard health service, whose Watch streams end once the server drains.
+
+    grpc's graceful stop waits for every call, and a Watch never ends by itself.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._draining = asyncio.Event()
+
+    async def enter_graceful_shutdown(self) -> None:
+        await super().enter_graceful_shutdown()
+        self._draining.set()
+
+    async def Watch(self, request: health_pb2.HealthCheckRequest, context) -> None:
+        writer = _WatchWriter(context)
+        watching = asyncio.ensure_future(super().Watch(request, writer))
+        draining = asyncio.ensure_future(self._draining.wait())
+        try:
+            await asyncio.wait([watching, draining], return_when=FIRST_COMPLETED)
+        finally:
+            draining.cancel()
+            watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching  # raises if it failed by itself
+        if self._draining.is_set():
+            await writer.finish(health_pb2.HealthCheckResponse.NOT_SERVING)
+
+
+class _WatchWriter:
+    """The context the base Watch writes to: a write goes on when the watch is
+    cancelled (grpc allows one write at a time, the last one must be awaited)."""
+
+    def __init__(self, context) -> None:
+        self._context = context
+        self._write: asyncio.Future | None = None
+        self._status: int | None = None
+
+    def __getattr__(self, name: str):
+        return getattr(self._context, name)
+
+    async def write(self, response: health_pb2.HealthCheckResponse) -> None:
+        self._status = response.status
+        self._write = asyncio.ensure_future(self._context.write(response))
+        await asyncio.shield(self._write)
+
+    async def finish(self, status: int) -> None:
+        """Sends ``status`` unless it was the last status sent."""
+        if self._write is not None:
+            await self._write
+        if self._status != status:
+            await self._context.write(health_pb2.HealthCheckResponse(status=status))
+
+
 class LLMServer:
     """The gRPC server with the LLM and health services."""
 
@@ -77,14 +138,15 @@ class LLMServer:
     ) -> None:
         self.listen = listen
         self.registry = registry
-        self.health = health.aio.HealthServicer()
+        self.health = HealthServicer()
         self._server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.max_send_message_length", max_message_bytes),
             ]
         )
-        pb_grpc.add_LLMServiceServicer_to_server(LLMServicer(registry), self._server)
+        self._servicer = LLMServicer(registry)
+        pb_grpc.add_LLMServiceServicer_to_server(self._servicer, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         self.port = 0
 
@@ -96,6 +158,9 @@ class LLMServer:
 
     async def start(self) -> None:
         """Binds, starts serving and reports SERVING."""
+        # The health servicer starts with "" SERVING: not before the server can serve.
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         try:
             self.port = self._server.add_insecure_port(self.listen)
         except RuntimeError as exc:
@@ -114,10 +179,40 @@ class LLMServer:
             },
         )
 
-    async def stop(self, grace: float) -> None:
-        """Reports NOT_SERVING, refuses new calls, lets running ones finish for ``grace`` s."""
+    @property
+    def running_calls(self) -> int:
+        """``Generate`` calls in progress."""
+        return self._servicer.running
+
+    async def stop(self, grace: float, force: asyncio.Event | None = None) -> None:
+        """Drains: reports NOT_SERVING, refuses new calls, lets running ``Generate``
+        calls finish for up to ``grace`` s (until ``force`` is set), then ends the rest."""
+        # grpc closes the listener and sends GOAWAY on open connections: clients
+        # make their next call on a new connection (another replica), calls in
+        # progress go on. The stop task does that in its first step, which the
+        # sleep lets run before NOT_SERVING goes out: a client that sees it has had
+        # the GOAWAY (grpc cancels a call that arrives once it began to stop).
+        stopping = asyncio.ensure_future(self._server.stop(grace))
+        await asyncio.sleep(0)
         await self.health.enter_graceful_shutdown()
-        await self._server.stop(grace)
+        if force is None:
+            force = asyncio.Event()
+        forced = asyncio.ensure_future(force.wait())
+        try:
+            await asyncio.wait([stopping, forced], timeout=grace, return_when=FIRST_COMPLETED)
+        finally:
+            forced.cancel()
+        if not stopping.done():
+            if self.running_calls:
+                log.warning(
+                    "ending running calls",
+                    extra={
+                        "calls": self.running_calls,
+                        "reason": "signal" if force.is_set() else "grace",
+                    },
+                )
+            await self._server.stop(None)  # cancels them now
+        await stopping
 
     async def wait_for_termination(self) -> None:
         """Returns when the server has stopped."""
@@ -133,7 +228,7 @@ async def run(
     stop_event: asyncio.Event | None = None,
     preload: frozenset[str] = ALL,
 ) -> None:
-    """Serves until SIGTERM/SIGINT (or ``stop_event``), then shuts down gracefully.
+    """Serves until SIGTERM/SIGINT (or ``stop_event``), then drains (see :meth:`LLMServer.stop`).
 
     The libraries of the ``preload`` provider types are imported before the
     server listens and reports SERVING: a call to any of them is fast from the
@@ -150,8 +245,12 @@ async def run(
     server = LLMServer(listen, registry, max_message_bytes=max_message_bytes)
     await server.start()
     await stop.wait()
-    log.info("shutting down", extra={"grace_s": grace})
-    await server.stop(grace)
+    # From now on a second signal ends the calls still running.
+    force = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, force.set)
+    log.info("shutting down", extra={"grace_s": grace, "calls": server.running_calls})
+    await server.stop(grace, force)
     await registry.aclose()
     log.info("stopped")
 
@@ -170,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--shutdown-grace",
         type=float,
-        help=f"seconds running calls get on shutdown (env {ENV_SHUTDOWN_GRACE}; "
+        help=f"seconds running calls get to finish after SIGTERM (env {ENV_SHUTDOWN_GRACE}; "
         f"default {DEFAULT_SHUTDOWN_GRACE:g})",
     )
     parser.add_argument(

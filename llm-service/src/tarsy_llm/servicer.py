@@ -28,6 +28,12 @@ class LLMServicer(pb_grpc.LLMServiceServicer):
 
     def __init__(self, registry: ProviderRegistry) -> None:
         self._registry = registry
+        self._running = 0
+
+    @property
+    def running(self) -> int:
+        """``Generate`` calls in progress."""
+        return self._running
 
     async def Generate(
         self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext
@@ -49,6 +55,7 @@ class LLMServicer(pb_grpc.LLMServiceServicer):
         # Stays "cancelled" unless the call ends another way: a cancelled call
         # may stop at any await or yield.
         outcome = "cancelled"
+        self._running += 1
         try:
             provider = self._registry.get(cfg.backend)
             async with aclosing(provider.generate(request)) as stream:
@@ -92,6 +99,7 @@ class LLMServicer(pb_grpc.LLMServiceServicer):
                 )
             )
         finally:
+            self._running -= 1
             log.info(
                 "generate finished",
                 extra={
