@@ -79,7 +79,8 @@ impl ServiceRetry {
 pub(crate) enum OutageEnd {
     /// An attempt reached the service again.
     Reached,
-    /// The next wait would have passed the iteration deadline.
+    /// The iteration deadline came (or the next attempt would be too close
+    /// to it).
     GaveUp,
     /// The run stopped while waiting (cancelled, session timeout).
     Stopped(&'static str),
@@ -114,13 +115,15 @@ impl Outage {
     }
 
     /// Counts a failed attempt and returns the wait before the next one, or
-    /// `None` when that attempt would start at or after `deadline`.
+    /// `None` when that attempt would have less time before `deadline` than
+    /// the wait before it: one started right at the deadline would only be
+    /// cut off by it.
     pub fn failed_attempt(&mut self, error: &LlmErrorInfo, deadline: Instant) -> Option<Duration> {
         self.failed += 1;
         self.last_error.clone_from(&error.message);
         // Jitter may go past the cap; the cap is what the setting promises.
         let wait = self.schedule.next()?.min(self.max_delay);
-        (Instant::now() + wait < deadline).then_some(wait)
+        (Instant::now() + wait * 2 < deadline).then_some(wait)
     }
 
     /// How long the service has been unreachable.
@@ -172,18 +175,27 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn no_wait_reaches_past_the_deadline() {
+    async fn no_attempt_is_made_too_close_to_the_deadline() {
         let policy = ServiceRetry::new(Duration::from_millis(400), Duration::from_secs(5));
         let mut o = Outage::new(&policy);
         let deadline = deadline_in(Duration::from_secs(1));
+        // Attempt 2 at 400 ms, 600 ms before the deadline.
         assert_eq!(
             o.failed_attempt(&err(), deadline),
             Some(Duration::from_millis(400))
         );
         tokio::time::advance(Duration::from_millis(400)).await;
-        // 800 ms from 400 ms in passes the 1 s deadline.
+        // Attempt 3 would start at 1.2 s, past the deadline.
         assert_eq!(o.failed_attempt(&err(), deadline), None);
         assert_eq!(o.failed, 2);
+        assert_eq!(o.last_error, "tcp connect error");
         assert_eq!(o.duration(), Duration::from_millis(400));
+
+        // Attempt 2 would start at 400 ms, 300 ms before the deadline.
+        let mut o = Outage::new(&policy);
+        assert_eq!(
+            o.failed_attempt(&err(), deadline_in(Duration::from_millis(700))),
+            None
+        );
     }
 }

@@ -13,7 +13,7 @@ use tarsy_core::{
 };
 use tokio::time::Instant;
 
-use super::{CallError, LlmResponse, Run, Stop, TextTarget};
+use super::{CallError, Interrupt, LlmResponse, Run, Stop, TextTarget};
 use crate::fallback::ProviderSwitch;
 use crate::llm::LLM_SERVICE_UNAVAILABLE;
 use crate::retry::{Outage, OutageEnd};
@@ -299,9 +299,10 @@ impl Run<'_> {
     /// An LLM service that cannot be reached is not the provider's failure:
     /// the attempt is repeated on the same provider after a backoff
     /// (`ctx.service_retry`), without touching the breakers or the chain,
-    /// until the next wait would pass the deadline. Only then is the failure
-    /// handled as any other (and a next provider gets a fresh iteration
-    /// timeout, the wait having used this one's).
+    /// until the next attempt would come too close to the deadline (see
+    /// `Outage::failed_attempt`). Only then is the failure handled as any
+    /// other (and a next provider gets a fresh iteration timeout, the wait
+    /// having used this one's).
     pub async fn call(&mut self, req: &CallRequest<'_>) -> Result<LlmResponse, CallError> {
         let mut deadline = req.deadline;
         let mut outage: Option<Outage> = None;
@@ -337,23 +338,23 @@ impl Run<'_> {
             match &outcome {
                 Err(CallError::Llm(e)) if e.is_service_unavailable() => {
                     let o = outage.get_or_insert_with(|| Outage::new(&self.ctx.service_retry));
-                    match o.failed_attempt(e, deadline) {
-                        Some(wait) => {
-                            self.outage_marker(o, &provider.name, wait).await?;
-                            match self.guard(deadline, tokio::time::sleep(wait)).await {
-                                Ok(()) => continue,
-                                Err(i) => {
-                                    self.end_outage(o, OutageEnd::Stopped(i.describe())).await?;
-                                    return Err(i.into());
-                                }
+                    if let Some(wait) = o.failed_attempt(e, deadline) {
+                        self.outage_marker(o, &provider.name, wait).await?;
+                        match self.guard(deadline, tokio::time::sleep(wait)).await {
+                            Ok(()) => continue,
+                            // The deadline came first after all (recording
+                            // the marker took the rest): as if the wait had
+                            // not fit.
+                            Err(Interrupt::IterationTimeout) => {}
+                            Err(i) => {
+                                self.end_outage(o, OutageEnd::Stopped(i.describe())).await?;
+                                return Err(i.into());
                             }
                         }
-                        None => {
-                            self.end_outage(o, OutageEnd::GaveUp).await?;
-                            outage = None;
-                            waited_out = true;
-                        }
                     }
+                    self.end_outage(o, OutageEnd::GaveUp).await?;
+                    outage = None;
+                    waited_out = true;
                 }
                 other => {
                     if let Some(mut o) = outage.take() {

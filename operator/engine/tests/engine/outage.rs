@@ -3,8 +3,9 @@
 //! same provider instead of failing the iteration, the timeline says so, and
 //! the gRPC channel connects again by itself.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -32,7 +33,7 @@ struct Service {
 
 impl Service {
     async fn start(script: &ScriptedLlm) -> Self {
-        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), script).await
+        Self::start_on(free_addr(), script).await
     }
 
     /// Serves `script` on `addr`; the address of a service just killed may
@@ -84,9 +85,17 @@ fn endpoint(addr: SocketAddr) -> String {
     format!("http://{addr}")
 }
 
-/// An address nothing listens on (yet).
+/// An address nothing listens on (yet), on a loopback address of its own
+/// (one of 127.0.0.2 to .251, by test and process): while a test's service
+/// is down its port is free, and a server of another test binding an
+/// ephemeral port (the harness's, on 127.0.0.1) must not take it.
 fn free_addr() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let host = std::process::id().wrapping_mul(31).wrapping_add(n) % 250 + 2;
+    let host = u8::try_from(host).expect("a host number below 252");
+    let listener =
+        std::net::TcpListener::bind((Ipv4Addr::new(127, 0, 0, host), 0)).expect("a free port");
     listener.local_addr().expect("its address")
 }
 
@@ -419,6 +428,42 @@ async fn an_outage_longer_than_the_iteration_timeout_fails_the_iteration() {
         reqs[0].last_message().contains("llm_service_unavailable"),
         "the failure was fed back: {}",
         reqs[0].last_message()
+    );
+}
+
+/// Cancelling an execution that waits for the service stops the wait at
+/// once; the marker says how the outage ended for it.
+#[tokio::test]
+async fn cancellation_stops_the_wait() {
+    let addr = free_addr();
+    let client = Arc::new(GrpcLlmClient::connect_lazy(&endpoint(addr)).unwrap());
+    let o = Outage::new();
+    let mut cfg = config(IterationStrategy::NativeThinking, 5);
+    cfg.iteration_timeout = Duration::from_secs(600);
+    let ctx = o.ctx(cfg, client);
+    let token = ctx.cancel.clone();
+    let run = tokio::spawn(run_agent(ctx, None));
+    let rec = o.recorder.clone();
+    eventually(|| {
+        rec.events()
+            .iter()
+            .any(|e| e.metadata["kind"] == "llm_service_unavailable")
+    })
+    .await;
+    token.cancel();
+    let result = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("the wait gives way to the cancellation")
+        .unwrap();
+    assert_eq!(result.status, ExecutionStatus::Cancelled);
+    o.assert_nothing_streaming();
+    let markers = o.markers();
+    assert_eq!(markers.len(), 1);
+    assert_eq!(markers[0].metadata["outcome"], "stopped");
+    assert!(
+        markers[0].content.ends_with("stopped retrying: cancelled"),
+        "{}",
+        markers[0].content
     );
 }
 
