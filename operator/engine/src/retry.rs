@@ -82,7 +82,7 @@ pub(crate) enum OutageEnd {
     /// The iteration deadline came (or the next attempt would be too close
     /// to it).
     GaveUp,
-    /// The run stopped while waiting (cancelled, session timeout).
+    /// The run stopped (cancelled, session timeout) before either.
     Stopped(&'static str),
 }
 
