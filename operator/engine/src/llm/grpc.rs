@@ -193,8 +193,14 @@ pub(crate) fn from_response(content: Content) -> Chunk {
 /// of the service says when nothing is behind it), and a status with a
 /// source was made here, by the transport, from a connection that failed
 /// (reset, closed mid-stream): a status the other side sent has none.
+/// `Cancelled` is what grpc itself answers a call that reached a server the
+/// moment it began to stop (a drain on rollout): the call never reached a
+/// provider. (A call this side cancels is dropped, never read as a status.)
 fn service_unreachable(status: &tonic::Status) -> bool {
-    status.code() == tonic::Code::Unavailable || status.source().is_some()
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Cancelled
+    ) || status.source().is_some()
 }
 
 /// The error for a failed RPC: [`LlmErrorInfo::service_unavailable`] when
@@ -297,6 +303,12 @@ mod tests {
             "{}",
             info.message
         );
+    }
+
+    #[test]
+    fn a_call_cancelled_by_a_stopping_server_is_an_unreachable_service() {
+        let info = status_info(&tonic::Status::cancelled("server shutting down"));
+        assert!(info.is_service_unavailable(), "{info:?}");
     }
 
     #[test]
