@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::fallback::CircuitBreakers;
 use crate::llm::LlmClient;
 use crate::prompt::FailedServer;
+use crate::retry::ServiceRetry;
 use crate::strategy::strategy_for;
 use crate::tools::ToolExecutor;
 
@@ -76,6 +77,9 @@ pub struct ExecutionContext {
     pub publisher: Arc<dyn EventPublisher>,
     /// Provider circuit breakers (share one instance per process).
     pub breakers: Arc<CircuitBreakers>,
+    /// Waits between attempts while the LLM service is unreachable (within
+    /// each iteration's timeout).
+    pub service_retry: ServiceRetry,
     /// Cancelling it stops the execution with status `cancelled`.
     pub cancel: CancellationToken,
     /// The session deadline: reaching it stops the execution with status
@@ -85,7 +89,8 @@ pub struct ExecutionContext {
 
 impl ExecutionContext {
     /// A context with the required parts; optional parts are empty, the
-    /// breakers are private to this execution, no deadline, a fresh token.
+    /// breakers are private to this execution, the service retry has its
+    /// defaults, no deadline, a fresh token.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         session_id: impl Into<String>,
@@ -116,6 +121,7 @@ impl ExecutionContext {
             recorder,
             publisher,
             breakers: Arc::new(CircuitBreakers::default()),
+            service_retry: ServiceRetry::default(),
             cancel: CancellationToken::new(),
             deadline: None,
         }

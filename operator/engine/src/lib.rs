@@ -17,6 +17,7 @@
 //! | [`llm`] | the LLM client trait, chunks, the gRPC client |
 //! | [`recording`] | timeline events (create / stream / complete) and their WebSocket payloads |
 //! | [`fallback`] | circuit breakers shared by executions ([`fallback::CircuitBreakers`]) |
+//! | [`retry`] | waiting out an unreachable LLM service ([`retry::ServiceRetry`]) |
 //! | [`memory`] | an in-memory recorder + publisher (tests, benchmarks) |
 //! | [`react_parser`] | the ReAct parser and the feedback it produces |
 //! | [`prompt`] | prompt building from the text assets in `prompts/` |
@@ -45,6 +46,7 @@ pub mod memory;
 pub mod prompt;
 pub mod react_parser;
 pub mod recording;
+pub mod retry;
 mod run;
 pub mod runbook;
 mod strategy;

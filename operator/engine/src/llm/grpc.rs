@@ -1,6 +1,8 @@
 //! [`LlmClient`] over gRPC to the LLM service (`llm.v1.LLMService/Generate`).
 
+use std::error::Error as _;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -15,7 +17,17 @@ use super::{
     LlmErrorInfo, UrlContext,
 };
 
+/// How long a connection attempt to the LLM service may take. Without a
+/// bound, a service whose address stopped answering (a node gone, packets
+/// dropped) would hold each call until the iteration timeout instead of
+/// failing as unreachable and being retried.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The gRPC client. Cloning is cheap (one shared HTTP/2 connection).
+///
+/// The channel reconnects by itself: after the service went away, the next
+/// call connects again (and fails as [`LlmErrorInfo::is_service_unavailable`]
+/// while nothing answers), whether the channel first connected or not.
 #[derive(Clone, Debug)]
 pub struct GrpcLlmClient {
     client: LlmServiceClient<Channel>,
@@ -31,9 +43,7 @@ impl GrpcLlmClient {
     /// background, so that the first call, made after the MCP sessions are
     /// open, finds the connection ready.
     pub fn connect_lazy(endpoint: &str) -> Result<Self, LlmError> {
-        let ep = Endpoint::from_shared(endpoint.to_string())
-            .map_err(|e| LlmError::Unavailable(format!("invalid endpoint {endpoint:?}: {e}")))?
-            .tcp_nodelay(true);
+        let ep = endpoint_for(endpoint)?;
         let early = Arc::new(OnceLock::new());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let ep = ep.clone();
@@ -53,9 +63,7 @@ impl GrpcLlmClient {
 
     /// A client connected now (fails fast when the service is not there).
     pub async fn connect(endpoint: &str) -> Result<Self, LlmError> {
-        let ep = Endpoint::from_shared(endpoint.to_string())
-            .map_err(|e| LlmError::Unavailable(format!("invalid endpoint {endpoint:?}: {e}")))?
-            .tcp_nodelay(true);
+        let ep = endpoint_for(endpoint)?;
         let channel = ep
             .connect()
             .await
@@ -65,6 +73,13 @@ impl GrpcLlmClient {
             early: Arc::new(OnceLock::new()),
         })
     }
+}
+
+fn endpoint_for(endpoint: &str) -> Result<Endpoint, LlmError> {
+    Ok(Endpoint::from_shared(endpoint.to_string())
+        .map_err(|e| LlmError::Unavailable(format!("invalid endpoint {endpoint:?}: {e}")))?
+        .tcp_nodelay(true)
+        .connect_timeout(CONNECT_TIMEOUT))
 }
 
 /// The proto request for an input.
@@ -169,15 +184,50 @@ pub(crate) fn from_response(content: Content) -> Chunk {
     }
 }
 
-/// gRPC statuses worth another attempt (service restarting, overloaded).
+/// Whether a failed RPC means the LLM service itself could not be reached.
+///
+/// The service reports every failure of its own or of a provider inside the
+/// stream (`ErrorInfo`), never as a gRPC status. So a status is about the
+/// path to the service: `Unavailable` is what the channel says when it
+/// cannot connect or the connection was closed (and what a proxy in front
+/// of the service says when nothing is behind it), and a status with a
+/// source was made here, by the transport, from a connection that failed
+/// (reset, closed mid-stream): a status the other side sent has none.
+/// `Cancelled` is what grpc itself answers a call that reached a server the
+/// moment it began to stop (a drain on rollout): the call never reached a
+/// provider. (A call this side cancels is dropped, never read as a status.)
+fn service_unreachable(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Cancelled
+    ) || status.source().is_some()
+}
+
+/// The error for a failed RPC: [`LlmErrorInfo::service_unavailable`] when
+/// the service could not be reached, else `transport`, retryable for the
+/// statuses worth another attempt (overloaded, aborted, unknown).
 fn status_info(status: &tonic::Status) -> LlmErrorInfo {
     use tonic::Code;
+    let mut message = format!("{}: {}", status.code(), status.message());
+    // The root cause ("Connection refused") says more than tonic's summary.
+    let mut cause = status.source();
+    while let Some(next) = cause.and_then(|c| c.source()) {
+        cause = Some(next);
+    }
+    if let Some(root) = cause.map(|c| c.to_string())
+        && !message.contains(&root)
+    {
+        message = format!("{message} ({root})");
+    }
+    if service_unreachable(status) {
+        return LlmErrorInfo::service_unavailable(message);
+    }
     LlmErrorInfo {
-        message: format!("{}: {}", status.code(), status.message()),
+        message,
         code: "transport".into(),
         retryable: matches!(
             status.code(),
-            Code::Unavailable | Code::ResourceExhausted | Code::Aborted | Code::Unknown
+            Code::ResourceExhausted | Code::Aborted | Code::Unknown
         ),
     }
 }
@@ -221,5 +271,69 @@ impl LlmClient for GrpcLlmClient {
             }
         });
         Ok(stream.boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unavailable_from_the_channel_or_a_proxy_is_an_unreachable_service() {
+        let info = status_info(&tonic::Status::unavailable("tcp connect error"));
+        assert!(info.is_service_unavailable(), "{info:?}");
+        assert!(info.retryable);
+        assert_eq!(
+            info.message,
+            "The service is currently unavailable: tcp connect error"
+        );
+    }
+
+    #[test]
+    fn a_status_made_from_a_broken_connection_is_an_unreachable_service() {
+        // What tonic makes of a connection reset mid-stream: the code varies
+        // (here Unknown), the transport error is its source.
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset");
+        let status = tonic::Status::from_error(Box::new(reset));
+        assert_eq!(status.code(), tonic::Code::Unknown);
+        let info = status_info(&status);
+        assert!(info.is_service_unavailable(), "{info:?}");
+        assert!(
+            info.message.contains("connection reset"),
+            "{}",
+            info.message
+        );
+    }
+
+    #[test]
+    fn a_call_cancelled_by_a_stopping_server_is_an_unreachable_service() {
+        let info = status_info(&tonic::Status::cancelled("server shutting down"));
+        assert!(info.is_service_unavailable(), "{info:?}");
+    }
+
+    #[test]
+    fn statuses_the_other_side_sent_keep_their_handling() {
+        let busy = status_info(&tonic::Status::resource_exhausted("too many requests"));
+        assert_eq!(busy.code, "transport");
+        assert!(busy.retryable);
+        let unknown = status_info(&tonic::Status::unknown("Exception calling application"));
+        assert_eq!(unknown.code, "transport");
+        assert!(unknown.retryable);
+        let internal = status_info(&tonic::Status::internal("bad message"));
+        assert_eq!(internal.code, "transport");
+        assert!(!internal.retryable);
+    }
+
+    #[test]
+    fn errors_the_service_reports_are_never_an_unreachable_service() {
+        let Chunk::Error(info) = from_response(Content::Error(pb::ErrorInfo {
+            message: "rate limited after 3 retries".into(),
+            code: "max_retries".into(),
+            retryable: true,
+        })) else {
+            panic!("an error chunk");
+        };
+        assert!(!info.is_service_unavailable());
+        assert!(info.retryable);
     }
 }

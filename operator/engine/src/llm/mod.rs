@@ -69,6 +69,12 @@ pub struct UrlContext {
     pub status: String,
 }
 
+/// The code of a call that failed because the LLM service itself could not
+/// be reached, or the connection to it broke mid-stream (see
+/// [`LlmErrorInfo::is_service_unavailable`]). The engine waits such failures
+/// out on the same provider instead of treating them as the provider's.
+pub const LLM_SERVICE_UNAVAILABLE: &str = "llm_service_unavailable";
+
 /// A failure reported inside the stream (by the provider, the service or the
 /// transport).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -77,17 +83,36 @@ pub struct LlmErrorInfo {
     /// Error text.
     pub message: String,
     /// Code: credentials, invalid_request, max_retries, partial_stream_error,
-    /// provider_error, invalid_backend, internal, context_overflow, or
-    /// `transport` for gRPC failures.
+    /// provider_error, invalid_backend, internal, context_overflow (all
+    /// reported by the LLM service, in the stream), [`LLM_SERVICE_UNAVAILABLE`]
+    /// when the service could not be reached, or `transport` for the other
+    /// gRPC failures.
     pub code: String,
     /// True when another attempt (possibly on a fallback provider) may succeed.
     pub retryable: bool,
 }
 
 impl LlmErrorInfo {
+    /// An unreachable LLM service (retryable).
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: LLM_SERVICE_UNAVAILABLE.into(),
+            retryable: true,
+        }
+    }
+
     /// The provider rejected the request because the conversation is too long.
     pub fn is_context_overflow(&self) -> bool {
         self.code == "context_overflow"
+    }
+
+    /// The LLM service could not be reached (or went away mid-stream): the
+    /// provider behind it was not asked, or its answer was cut off. Errors
+    /// the service reports itself (a provider's 429 or 500 included) never
+    /// have this code.
+    pub fn is_service_unavailable(&self) -> bool {
+        self.code == LLM_SERVICE_UNAVAILABLE
     }
 }
 

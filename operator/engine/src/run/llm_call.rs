@@ -1,16 +1,22 @@
 //! A model call as the strategies make it: streamed attempts on the provider
 //! chain, switching to the next provider when one fails (circuit breakers
 //! decide which are skipped), with one LLM interaction record per attempt.
+//! An unreachable LLM service is waited out on the same provider first
+//! (`crate::retry`).
+
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tarsy_core::{
     Backend, ConversationMessage, LlmInteractionType, LlmProviderConfig, NewLlmInteraction,
-    ProviderType, RecordError, TimelineEventType, ToolDefinition,
+    ProviderType, RecordError, TimelineEventStatus, TimelineEventType, ToolDefinition,
 };
 use tokio::time::Instant;
 
-use super::{CallError, LlmResponse, Run, Stop, TextTarget};
+use super::{CallError, Interrupt, LlmResponse, Run, Stop, TextTarget};
 use crate::fallback::ProviderSwitch;
+use crate::llm::LLM_SERVICE_UNAVAILABLE;
+use crate::retry::{Outage, OutageEnd};
 
 /// Decides the interaction type of a successful call from its response.
 pub(crate) type Classify = fn(&LlmResponse) -> LlmInteractionType;
@@ -87,6 +93,125 @@ impl Run<'_> {
             )
             .await
             .map(|_| ())
+    }
+
+    /// Says on the timeline, before a wait, that the LLM service is
+    /// unreachable and when the next attempt comes: an `error` event (kind
+    /// `llm_service_unavailable`) created at the outage's first wait and
+    /// updated at each later one, so an outage is one event however many
+    /// attempts it takes.
+    async fn outage_marker(
+        &mut self,
+        outage: &mut Outage,
+        provider: &str,
+        wait: Duration,
+    ) -> Result<(), RecordError> {
+        let error = &outage.last_error;
+        let attempt = outage.failed + 1;
+        let content = format!(
+            "LLM service unavailable, retrying (attempt {attempt}) in {}: {error}",
+            seconds(wait)
+        );
+        let metadata = json!({
+            "kind": LLM_SERVICE_UNAVAILABLE,
+            "provider": provider,
+            "attempt": attempt,
+            "retry_in_ms": millis(wait),
+            "error": error,
+            "unavailable_for_ms": millis(outage.duration()),
+        });
+        match outage.marker.as_mut() {
+            None => {
+                tracing::warn!(
+                    execution_id = %self.ctx.execution_id,
+                    %provider, %error, retry_in_ms = millis(wait),
+                    "LLM service unavailable; retrying on the same provider"
+                );
+                let marker = self
+                    .rec
+                    .create_completed(TimelineEventType::Error, &content, metadata)
+                    .await?;
+                outage.marker = Some(marker);
+            }
+            Some(marker) => {
+                tracing::debug!(
+                    execution_id = %self.ctx.execution_id,
+                    %provider, %error, attempt, retry_in_ms = millis(wait),
+                    "LLM service still unavailable"
+                );
+                self.rec
+                    .complete(
+                        marker,
+                        &content,
+                        TimelineEventStatus::Completed,
+                        Some(metadata),
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives the outage's marker its final text (none was made if the
+    /// outage ended before a wait).
+    async fn end_outage(&mut self, outage: &mut Outage, end: OutageEnd) -> Result<(), RecordError> {
+        let Some(mut marker) = outage.marker.take() else {
+            return Ok(());
+        };
+        let failed = outage.failed;
+        let duration = outage.duration();
+        let lasted = seconds(duration);
+        let error = &outage.last_error;
+        let (content, outcome) = match end {
+            OutageEnd::Reached => {
+                tracing::info!(
+                    execution_id = %self.ctx.execution_id,
+                    failed_attempts = failed, unavailable_for = %lasted,
+                    "LLM service reachable again"
+                );
+                (
+                    format!(
+                        "LLM service unavailable for {lasted}; reached again on attempt {}",
+                        failed + 1
+                    ),
+                    "reached",
+                )
+            }
+            OutageEnd::GaveUp => {
+                tracing::warn!(
+                    execution_id = %self.ctx.execution_id,
+                    failed_attempts = failed, unavailable_for = %lasted, %error,
+                    "LLM service still unavailable at the iteration deadline"
+                );
+                (
+                    format!(
+                        "LLM service unavailable for {lasted} ({failed} attempts); stopped \
+                         retrying at the iteration deadline: {error}"
+                    ),
+                    "gave_up",
+                )
+            }
+            OutageEnd::Stopped(why) => (
+                format!(
+                    "LLM service unavailable for {lasted} ({failed} attempts); stopped \
+                     retrying: {why}"
+                ),
+                "stopped",
+            ),
+        };
+        self.rec
+            .complete(
+                &mut marker,
+                &content,
+                TimelineEventStatus::Completed,
+                Some(json!({
+                    "outcome": outcome,
+                    "failed_attempts": failed,
+                    "unavailable_for_ms": millis(duration),
+                    "retry_in_ms": null,
+                })),
+            )
+            .await
     }
 
     async fn record_interaction(
@@ -170,8 +295,17 @@ impl Run<'_> {
     /// the iteration timeout, hands the call to the next provider of the
     /// chain (after a timeout with a fresh iteration timeout: the hung
     /// provider used all of it).
+    ///
+    /// An LLM service that cannot be reached is not the provider's failure:
+    /// the attempt is repeated on the same provider after a backoff
+    /// (`ctx.service_retry`), without touching the breakers or the chain,
+    /// until the next attempt would come too close to the deadline (see
+    /// `Outage::failed_attempt`). Only then is the failure handled as any
+    /// other (and a next provider gets a fresh iteration timeout, the wait
+    /// having used this one's).
     pub async fn call(&mut self, req: &CallRequest<'_>) -> Result<LlmResponse, CallError> {
         let mut deadline = req.deadline;
+        let mut outage: Option<Outage> = None;
         loop {
             let provider = self.chain.current().clone();
             let messages = match &req.messages {
@@ -200,6 +334,34 @@ impl Run<'_> {
                 started,
             )
             .await?;
+            let mut waited_out = false;
+            match &outcome {
+                Err(CallError::Llm(e)) if e.is_service_unavailable() => {
+                    let o = outage.get_or_insert_with(|| Outage::new(&self.ctx.service_retry));
+                    if let Some(wait) = o.failed_attempt(e, deadline) {
+                        self.outage_marker(o, &provider.name, wait).await?;
+                        match self.guard(deadline, tokio::time::sleep(wait)).await {
+                            Ok(()) => continue,
+                            // The deadline came first after all (recording
+                            // the marker took the rest): as if the wait had
+                            // not fit.
+                            Err(Interrupt::IterationTimeout) => {}
+                            Err(i) => {
+                                self.end_outage(o, OutageEnd::Stopped(i.describe())).await?;
+                                return Err(i.into());
+                            }
+                        }
+                    }
+                    self.end_outage(o, OutageEnd::GaveUp).await?;
+                    outage = None;
+                    waited_out = true;
+                }
+                other => {
+                    if let Some(mut o) = outage.take() {
+                        self.end_outage(&mut o, outage_end(other)).await?;
+                    }
+                }
+            }
             match outcome {
                 Ok(resp) => {
                     self.chain.on_success(&self.ctx.breakers).await;
@@ -212,6 +374,9 @@ impl Run<'_> {
                     match self.chain.on_failure(&e, &self.ctx.breakers).await {
                         Some(switch) => {
                             self.fallback_event(&switch).await?;
+                            if waited_out {
+                                deadline = self.iteration_deadline();
+                            }
                             continue;
                         }
                         None => return Err(CallError::Llm(e)),
@@ -232,6 +397,33 @@ impl Run<'_> {
             }
         }
     }
+}
+
+/// How an outage ended, from the attempt that ended it (one that did not
+/// find the service unreachable).
+fn outage_end(outcome: &Result<LlmResponse, CallError>) -> OutageEnd {
+    match outcome {
+        Ok(_) | Err(CallError::Llm(_)) => OutageEnd::Reached,
+        Err(CallError::IterationTimeout) => OutageEnd::GaveUp,
+        Err(CallError::Stop(Stop::Cancelled)) => OutageEnd::Stopped("cancelled"),
+        Err(CallError::Stop(Stop::SessionTimeout)) => OutageEnd::Stopped("session timeout reached"),
+        Err(CallError::Stop(Stop::Record(_) | Stop::Fatal(_))) => {
+            OutageEnd::Stopped("the execution stopped")
+        }
+    }
+}
+
+/// `250 ms`, `1.3 s`.
+fn seconds(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Counts one call attempt in the process's metrics.

@@ -90,15 +90,22 @@ pub(crate) fn merged(mut base: Value, extra: &Value) -> Value {
 }
 
 impl Run<'_> {
+    /// Closes the events still streaming with `status`, their partial
+    /// content kept; `metadata` is merged into theirs.
     async fn close_open(
         &mut self,
         events: &mut [&mut Option<EventHandle>],
         status: TimelineEventStatus,
+        metadata: Option<Value>,
     ) {
         for slot in events.iter_mut() {
             if let Some(ev) = slot.as_mut() {
                 let content = ev.content.clone();
-                if let Err(e) = self.rec.complete(ev, &content, status, None).await {
+                if let Err(e) = self
+                    .rec
+                    .complete(ev, &content, status, metadata.clone())
+                    .await
+                {
                     tracing::warn!(error = %e, "closing a streaming event failed");
                 }
             }
@@ -262,7 +269,7 @@ impl Run<'_> {
                     // Dropping the stream cancels the RPC before the records
                     // are closed.
                     drop(stream);
-                    self.close_open(&mut [&mut thinking_ev, &mut text_ev], i.status())
+                    self.close_open(&mut [&mut thinking_ev, &mut text_ev], i.status(), None)
                         .await;
                     return Err(i.into());
                 }
@@ -299,9 +306,16 @@ impl Run<'_> {
                 }
                 Chunk::Error(e) => {
                     drop(stream);
+                    // A stream the LLM service's outage cut off: its events
+                    // end here, partial, and a retried call streams fresh
+                    // ones (as for a stream a dead process left open).
+                    let cut = e
+                        .is_service_unavailable()
+                        .then(|| json!({"interrupted": true}));
                     self.close_open(
                         &mut [&mut thinking_ev, &mut text_ev],
                         TimelineEventStatus::Failed,
+                        cut,
                     )
                     .await;
                     return Err(CallError::Llm(e));

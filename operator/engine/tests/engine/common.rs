@@ -9,7 +9,7 @@ use tarsy_core::{
     ResolvedAgentConfig, SummarizationConfig, TimelineEvent, TimelineEventType,
 };
 use tarsy_engine::memory::MemoryRecorder;
-use tarsy_engine::{ExecutionContext, GrpcLlmClient, InMemoryToolExecutor};
+use tarsy_engine::{ExecutionContext, GrpcLlmClient, InMemoryToolExecutor, LlmClient};
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedLlmServer};
 
 pub const POD_LIST: &str = "NAME READY STATUS RESTARTS\nweb-1 0/1 CrashLoopBackOff 7";
@@ -76,6 +76,29 @@ pub fn default_tools() -> InMemoryToolExecutor {
         })
 }
 
+/// The context every harness gives an execution, with `llm` as its model.
+pub fn execution_context(
+    config: ResolvedAgentConfig,
+    llm: Arc<dyn LlmClient>,
+    tools: Arc<InMemoryToolExecutor>,
+    recorder: Arc<MemoryRecorder>,
+) -> ExecutionContext {
+    let mut ctx = ExecutionContext::new(
+        "session-1",
+        "stage-1",
+        format!("exec-{}", config.display_name),
+        "PodCrashLooping",
+        r#"{"pod":"web-1","namespace":"shop"}"#,
+        config,
+        llm,
+        tools,
+        recorder.clone(),
+        recorder,
+    );
+    ctx.mcp_servers = vec![k8s_server(SummarizationConfig::default())];
+    ctx
+}
+
 pub struct Harness {
     /// Keeps the server running for the test's lifetime.
     _server: ScriptedLlmServer,
@@ -104,20 +127,12 @@ impl Harness {
     }
 
     pub fn ctx(&self, config: ResolvedAgentConfig) -> ExecutionContext {
-        let mut ctx = ExecutionContext::new(
-            "session-1",
-            "stage-1",
-            format!("exec-{}", config.display_name),
-            "PodCrashLooping",
-            r#"{"pod":"web-1","namespace":"shop"}"#,
+        execution_context(
             config,
             self.client.clone(),
             self.tools.clone(),
             self.recorder.clone(),
-            self.recorder.clone(),
-        );
-        ctx.mcp_servers = vec![k8s_server(SummarizationConfig::default())];
-        ctx
+        )
     }
 
     pub fn events(&self) -> Vec<TimelineEvent> {

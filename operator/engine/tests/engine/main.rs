@@ -3,6 +3,7 @@
 
 mod common;
 mod function_calling;
+mod outage;
 mod react;
 mod reference_timeline;
 mod resilience;

@@ -562,8 +562,11 @@ async fn open_circuits_are_skipped_by_later_executions() {
     }));
     let mut cfg = config(IterationStrategy::Langchain, 5);
     cfg.llm_provider.fallback = vec![provider("secondary")];
-    h.script
-        .push(ScriptedResponse::grpc_error(14, "service restarting"));
+    h.script.push(ScriptedResponse::error(
+        "max_retries",
+        "rate limited after 3 retries",
+        true,
+    ));
     h.script.push(ScriptedResponse::text("first"));
     h.script.push(ScriptedResponse::text("second"));
     let mut ctx = h.ctx(cfg.clone());
@@ -587,15 +590,28 @@ async fn open_circuits_are_skipped_by_later_executions() {
     assert!(fallbacks[1].content.contains("circuit breaker open"));
 }
 
+/// A retryable failure without a fallback is fed back to the model, whether
+/// the provider reported it or the RPC failed in a way other than an
+/// unreachable service (an overloaded one here).
 #[tokio::test]
 async fn without_a_fallback_retryable_errors_are_fed_back() {
     let h = Harness::new().await;
+    h.script.push(ScriptedResponse::error(
+        "max_retries",
+        "rate limited after 3 retries",
+        true,
+    ));
     h.script
-        .push(ScriptedResponse::grpc_error(14, "unavailable"));
+        .push(ScriptedResponse::grpc_error(8, "too many requests"));
     h.script.push(ScriptedResponse::text("ok"));
     let result = run_agent(h.ctx(config(IterationStrategy::Langchain, 5)), None).await;
     assert_eq!(result.status, ExecutionStatus::Completed);
-    assert_eq!(h.events_of(T::Error)[0].metadata["code"], "transport");
+    assert_eq!(result.iterations, 3);
+    let errors = h.events_of(T::Error);
+    assert_eq!(errors.len(), 2);
+    assert_eq!(errors[0].metadata["code"], "max_retries");
+    assert_eq!(errors[1].metadata["code"], "transport");
+    assert_eq!(h.script.request_count(), 3, "no attempt repeated");
 }
 
 #[tokio::test]
