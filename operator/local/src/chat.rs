@@ -1,41 +1,25 @@
-//! Follow-up chat: one chat per session, questions on terminal sessions
-//! only, one answer at a time per chat. An answer is one execution of the
-//! chain's chat agent, with the same strategies as an investigation; its
-//! context is the session's history ([`tarsy_exec::context::chat_history`]).
+//! Follow-up chat in local mode. The rules and the submission are
+//! [`tarsy_exec::chat`]'s; here an answer is a task of this process — one
+//! execution of the chain's chat agent, with the same strategies as an
+//! investigation, its context the session's history — and an answer left
+//! open by a process that died is closed.
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use tarsy_api::{ChatAccepted, ChatError, ChatSubmission};
+use tarsy_config::Config;
 use tarsy_core::{ExecutionStatus, ResolvedAgentConfig};
 use tarsy_exec::Assignment;
-use tarsy_exec::admission::{chat_agent, question_for};
-use tarsy_exec::chat::Answer;
-use tarsy_store::{Session, StoreError};
+use tarsy_exec::chat::{Answer, ChatEdge, ChatStore, Question};
+use tarsy_store::{Chat, Session, Stage, StoreError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime::{ActiveChat, Runtime, lock};
 
-fn internal(e: impl std::fmt::Display) -> ChatError {
-    ChatError::Internal(e.to_string())
-}
-
-/// Releases the per-chat reservation when dropped (every early return).
-struct Reservation<'a> {
-    rt: &'a Runtime,
-    chat_id: String,
-    armed: bool,
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            lock(&self.rt.chats).remove(&self.chat_id);
-        }
-    }
-}
-
-/// Accepts a question and starts answering it (see the module docs).
+/// Accepts a question and starts answering it in this process
+/// ([`tarsy_exec::chat::submit`]).
 pub(crate) async fn submit(
     rt: &Arc<Runtime>,
     submission: ChatSubmission,
@@ -43,109 +27,93 @@ pub(crate) async fn submit(
     if rt.shutdown.is_cancelled() {
         return Err(ChatError::Unavailable("TARSy is shutting down".into()));
     }
-    let (content, session) = question_for(&rt.store, &submission, Some(&rt.masking)).await?;
-    let agent = chat_agent(&rt.config, &session)?;
-
-    let created = rt
-        .store
-        .get_or_create_chat(&session.id, Some(&submission.author))
-        .await
-        .map_err(internal)?;
-    let chat = created.record;
-
-    // One answer at a time: reserve the chat in this process, then check the
-    // store (an answer left running by another process).
-    let cancel = CancellationToken::new();
-    {
-        let mut chats = lock(&rt.chats);
-        if chats.contains_key(&chat.id) {
-            return Err(ChatError::Busy { chat_id: chat.id });
-        }
-        chats.insert(
-            chat.id.clone(),
-            ActiveChat {
-                session_id: session.id.clone(),
-                stage_id: String::new(),
-                cancel: cancel.clone(),
-            },
-        );
-    }
-    let mut reservation = Reservation {
-        rt: rt.as_ref(),
-        chat_id: chat.id.clone(),
-        armed: true,
+    let at = ChatStore {
+        store: &rt.store,
+        publisher: Some(&rt.publisher),
+        masker: Some(&rt.masking),
     };
-    if let Some(stale) = rt
-        .store
-        .active_stage_for_chat(&chat.id)
-        .await
-        .map_err(internal)?
-    {
-        // Not answered by this process (it holds the reservation): either an
+    tarsy_exec::chat::submit(&LocalChat { rt }, at, submission).await
+}
+
+/// Local mode's part of chat: an answer is a task of this process; a chat
+/// is held in `Runtime::chats` while this process answers in it.
+struct LocalChat<'a> {
+    rt: &'a Arc<Runtime>,
+}
+
+#[async_trait]
+impl ChatEdge for LocalChat<'_> {
+    async fn config(&self) -> Result<Arc<Config>, ChatError> {
+        Ok(self.rt.config.clone())
+    }
+
+    async fn claim(
+        &self,
+        session: &Session,
+        chat: &Chat,
+        open: Option<&Stage>,
+    ) -> Result<(), ChatError> {
+        let rt = self.rt;
+        {
+            let mut chats = lock(&rt.chats);
+            if chats.contains_key(&chat.id) {
+                return Err(ChatError::Busy {
+                    chat_id: chat.id.clone(),
+                });
+            }
+            chats.insert(
+                chat.id.clone(),
+                ActiveChat {
+                    session_id: session.id.clone(),
+                    stage_id: String::new(),
+                    cancel: CancellationToken::new(),
+                },
+            );
+        }
+        let Some(stale) = open else { return Ok(()) };
+        // Not answered by this process (it holds no answer here): either an
         // answer this process was giving before a restart, or one whose
         // owner went silent — close it; otherwise another process is busy.
-        if !orphaned(rt, &chat) {
-            return Err(ChatError::Busy { chat_id: chat.id });
+        if !orphaned(rt, chat) {
+            self.unclaim(&chat.id);
+            return Err(ChatError::Busy {
+                chat_id: chat.id.clone(),
+            });
         }
-        close_stale_stage(rt, &stale.id).await.map_err(internal)?;
+        if let Err(e) = close_stale_stage(rt, &stale.id).await {
+            self.unclaim(&chat.id);
+            return Err(ChatError::Internal(e.to_string()));
+        }
+        Ok(())
     }
 
-    let message = rt
-        .store
-        .create_chat_user_message(&chat.id, &content, Some(&submission.author))
-        .await
-        .map_err(internal)?;
-    let records = async {
-        let index = rt.store.max_stage_index(&session.id).await?.unwrap_or(0) + 1;
-        let index = u32::try_from(index).map_err(|_| {
-            StoreError::InvalidInput(format!("stage index {index} is out of range"))
-        })?;
-        let answer = Answer::new(&session.id, &chat.id, index);
-        rt.store.create_stage(answer.stage_row(&message.id)).await?;
-        rt.store
-            .create_agent_execution(answer.execution_row(&agent.config))
-            .await?;
-        Ok::<_, StoreError>(answer)
+    fn unclaim(&self, chat_id: &str) {
+        lock(&self.rt.chats).remove(chat_id);
     }
-    .await;
-    let answer = match records {
-        Ok(r) => r,
-        Err(e) => {
-            // A refused question leaves no orphan message behind.
-            let _ = rt.store.delete_chat_user_message(&message.id).await;
-            return Err(internal(e));
-        }
-    };
-    if let Some(active) = lock(&rt.chats).get_mut(&chat.id) {
-        active.stage_id = answer.stage_id.clone();
-    }
-    reservation.armed = false;
 
-    let accepted = ChatAccepted {
-        chat_id: chat.id,
-        message_id: message.id,
-        stage_id: answer.stage_id.clone(),
-        chat_created: created.created,
-    };
-    let task = AnswerTask {
-        rt: rt.clone(),
-        session,
-        answer,
-        question: content,
-        config: agent.config,
-        cancel,
-        deadline: Instant::now() + agent.timeout,
-    };
-    // The question goes out before the answer can emit its first event.
-    tarsy_api::publish_chat_accepted(
-        rt.publisher.as_ref(),
-        &submission,
-        &accepted,
-        &task.question,
-    )
-    .await;
-    rt.tasks.spawn(task.run());
-    Ok(accepted)
+    async fn prepare(&self, question: &Question) -> Result<(), ChatError> {
+        if let Some(active) = lock(&self.rt.chats).get_mut(&question.answer.chat_id) {
+            active.stage_id = question.answer.stage_id.clone();
+        }
+        Ok(())
+    }
+
+    fn run(&self, question: Question) {
+        let cancel = lock(&self.rt.chats)
+            .get(&question.answer.chat_id)
+            .map(|c| c.cancel.clone())
+            .unwrap_or_default();
+        let task = AnswerTask {
+            rt: self.rt.clone(),
+            deadline: Instant::now() + question.agent.timeout,
+            session: question.session,
+            answer: question.answer,
+            question: question.message.content,
+            config: question.agent.config,
+            cancel,
+        };
+        self.rt.tasks.spawn(task.run());
+    }
 }
 
 /// One chat answer in flight.
