@@ -189,6 +189,8 @@ fn a_case_that_misses_its_findings_fails_with_the_reasons() {
 
 /// `--provider gemini`: every call goes to the LLM service (here nothing
 /// listens), never to the case's script; the cases fail, the run does not.
+/// (The investigation waits for the LLM service to come up, so the case
+/// ends at its own timeout.)
 #[test]
 fn a_real_provider_is_never_answered_by_the_script() {
     let out = eval(
@@ -200,14 +202,21 @@ fn a_real_provider_is_never_answered_by_the_script() {
             "--provider",
             "gemini",
             "--timeout",
-            "60s",
+            "3s",
         ],
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let r = report(&out);
     let case = &r["cases"][0];
     assert_eq!(case["passed"], false);
-    assert_eq!(case["status"], "failed", "{case:#}");
+    assert_ne!(case["status"], "completed", "{case:#}");
+    assert!(
+        case["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("in_progress"),
+        "{case:#}"
+    );
     assert_eq!(case["tool_calls"].as_array().unwrap().len(), 0);
     assert_eq!(case["tokens"]["input"], 0);
 

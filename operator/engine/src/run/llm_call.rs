@@ -379,6 +379,11 @@ impl Run<'_> {
                             }
                             continue;
                         }
+                        // The iteration's time went into waiting for the
+                        // service: it timed out, and two in a row end the
+                        // execution as hung providers do, instead of every
+                        // remaining iteration waiting in turn.
+                        None if waited_out => return Err(CallError::IterationTimeout),
                         None => return Err(CallError::Llm(e)),
                     }
                 }

@@ -419,16 +419,39 @@ async fn an_outage_longer_than_the_iteration_timeout_fails_the_iteration() {
     let errors = o.events_of(T::Error);
     assert_eq!(errors.len(), 3, "{errors:?}");
     assert_eq!(errors[0].metadata["outcome"], "gave_up");
-    assert_eq!(errors[1].metadata["kind"], "llm_error");
-    assert_eq!(errors[1].metadata["code"], "llm_service_unavailable");
+    // The iteration's time went into the wait: it timed out.
+    assert_eq!(errors[1].metadata["kind"], "timeout");
     assert_eq!(errors[2].metadata["outcome"], "reached");
     let reqs = script.requests();
     assert_eq!(reqs.len(), 1);
     assert!(
-        reqs[0].last_message().contains("llm_service_unavailable"),
+        reqs[0].last_message().contains("timed out"),
         "the failure was fed back: {}",
         reqs[0].last_message()
     );
+}
+
+/// A service that stays away for two whole iterations ends the execution
+/// as two hung iterations do, instead of every remaining iteration waiting
+/// out its timeout in turn.
+#[tokio::test]
+async fn an_outage_of_two_iterations_fails_the_execution() {
+    let addr = free_addr();
+    let client = Arc::new(GrpcLlmClient::connect_lazy(&endpoint(addr)).unwrap());
+    let o = Outage::new();
+    let mut cfg = config(IterationStrategy::NativeThinking, 10);
+    cfg.iteration_timeout = Duration::from_secs(1);
+    let result = finish(tokio::spawn(run_agent(o.ctx(cfg, client), None))).await;
+
+    assert_eq!(result.status, ExecutionStatus::Failed, "{result:?}");
+    assert_eq!(result.iterations, 2, "{result:?}");
+    o.assert_nothing_streaming();
+    let gave_up = o
+        .markers()
+        .iter()
+        .filter(|m| m.metadata["outcome"] == "gave_up")
+        .count();
+    assert_eq!(gave_up, 2);
 }
 
 /// Cancelling an execution that waits for the service stops the wait at
