@@ -185,6 +185,7 @@ pub type ToolFilter = BTreeMap<String, Vec<String>>;
 /// A per-alert MCP selection override: replaces (never merges with) the
 /// servers the chain would use.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 // A misspelt field (`tool` for `tools`) must be refused, not ignored: an
 // ignored restriction silently allows every tool.
 #[serde(deny_unknown_fields)]
@@ -198,6 +199,7 @@ pub struct McpSelection {
 
 /// One server of an [`McpSelection`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct McpServerSelection {
     /// MCP server name.
