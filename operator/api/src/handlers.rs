@@ -310,6 +310,14 @@ pub(crate) async fn health(State(api): State<AppState>) -> Response {
 
 // ------------------------------------------------------------ alerts
 
+/// The JSON Schema `pattern` of a text that is not blank, as the
+/// `#[schema(pattern)]` below spell it (utoipa takes only a literal): a
+/// character that is not whitespace as `str::trim` sees it, listed, for
+/// regex engines disagree on `\s`.
+#[cfg(test)]
+const NOT_BLANK: &str =
+    "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]";
+
 /// Body of `POST /api/v1/alerts`. Unknown fields are refused.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -320,7 +328,11 @@ pub(crate) async fn health(State(api): State<AppState>) -> Response {
 pub(crate) struct AlertRequest {
     /// Selects the chain: the one whose alert types contain it (trimmed;
     /// at most 253 characters).
-    #[schema(min_length = 1, max_length = 253)]
+    #[schema(
+        min_length = 1,
+        max_length = 253,
+        pattern = "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"
+    )]
     alert_type: String,
     /// The alert payload: a string, or any other JSON value (stored as its
     /// JSON text). Not null, not empty; at most 1 MiB.
@@ -570,11 +582,14 @@ pub(crate) struct SessionList {
     pagination: Pagination,
 }
 
+// The parameters below are read exactly as the OpenAPI document types them:
+// a present but empty or padded value is refused, not taken for the default.
+
 fn parse_positive(name: &str, value: Option<&str>, default: i64, max: i64) -> ApiResult<i64> {
     let Some(value) = value else {
         return Ok(default);
     };
-    match value.trim().parse::<i64>() {
+    match value.parse::<i64>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(ApiError::bad_request(format!(
             "{name} must be an integer from 1 to {max}, got {value:?}"
@@ -583,9 +598,9 @@ fn parse_positive(name: &str, value: Option<&str>, default: i64, max: i64) -> Ap
 }
 
 fn parse_bool(name: &str, value: Option<&str>) -> ApiResult<bool> {
-    match value.map(str::trim) {
-        None | Some("") | Some("false") | Some("0") => Ok(false),
-        Some("true") | Some("1") => Ok(true),
+    match value {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
         Some(other) => Err(ApiError::bad_request(format!(
             "{name} must be true or false, got {other:?}"
         ))),
@@ -595,7 +610,7 @@ fn parse_bool(name: &str, value: Option<&str>) -> ApiResult<bool> {
 /// `sort` (a column, default `created_at`) and `order` (`asc`/`desc`,
 /// default `desc`).
 fn parse_sort(sort: Option<&str>, order: Option<&str>) -> ApiResult<SessionSort> {
-    let key = match sort.map(str::trim).filter(|s| !s.is_empty()) {
+    let key = match sort {
         None => SessionSortKey::CreatedAt,
         Some(name) => SessionSortKey::parse(name).ok_or_else(|| {
             let keys: Vec<&str> = SessionSortKey::ALL.iter().map(|k| k.as_str()).collect();
@@ -605,7 +620,7 @@ fn parse_sort(sort: Option<&str>, order: Option<&str>) -> ApiResult<SessionSort>
             ))
         })?,
     };
-    let order = match order.map(str::trim).filter(|s| !s.is_empty()) {
+    let order = match order {
         None | Some("desc") => SortOrder::Desc,
         Some("asc") => SortOrder::Asc,
         Some(other) => {
@@ -649,17 +664,18 @@ pub(crate) async fn list_sessions(
         DEFAULT_PAGE_SIZE,
         MAX_PAGE_SIZE,
     )?;
-    let mut statuses = Vec::new();
-    for part in query.status.as_deref().unwrap_or("").split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            continue;
-        }
-        statuses.push(
-            part.parse::<SessionStatus>()
-                .map_err(|e| ApiError::bad_request(e.to_string()))?,
-        );
-    }
+    // Comma-separated. No parameter is every status; `status=` names the
+    // empty status, which does not exist.
+    let statuses = match query.status.as_deref() {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|part| {
+                part.parse::<SessionStatus>()
+                    .map_err(|e| ApiError::bad_request(e.to_string()))
+            })
+            .collect::<ApiResult<Vec<_>>>()?,
+    };
     let include_deleted = parse_bool("include_deleted", query.include_deleted.as_deref())?;
     let needs_attention = parse_bool("needs_attention", query.needs_attention.as_deref())?;
     let sort = parse_sort(query.sort.as_deref(), query.order.as_deref())?;
@@ -1018,7 +1034,11 @@ pub(crate) async fn cancel_session(
 #[serde(deny_unknown_fields)]
 pub(crate) struct ChatRequest {
     /// The question (trimmed; not empty; at most 100,000 bytes).
-    #[schema(min_length = 1, example = "why did the pod crash?")]
+    #[schema(
+        min_length = 1,
+        pattern = "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]",
+        example = "why did the pod crash?"
+    )]
     content: String,
 }
 
@@ -1293,5 +1313,67 @@ pub(crate) async fn mcp_interaction(
             Err(interaction_not_found("MCP", &interaction_id, &id))
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The characters of `NOT_BLANK`'s class, its escapes and ranges decoded.
+    fn not_blank_class() -> Vec<char> {
+        let class = NOT_BLANK
+            .strip_prefix("[^")
+            .and_then(|c| c.strip_suffix(']'))
+            .unwrap();
+        let mut chars = Vec::new();
+        let mut rest = class;
+        while !rest.is_empty() {
+            let (c, tail) = match rest.strip_prefix('\\') {
+                None => (rest.chars().next().unwrap(), &rest[1..]),
+                Some(esc) => match esc.as_bytes()[0] {
+                    b't' => ('\t', &esc[1..]),
+                    b'n' => ('\n', &esc[1..]),
+                    b'f' => ('\u{c}', &esc[1..]),
+                    b'r' => ('\r', &esc[1..]),
+                    b'x' => (hex(&esc[1..3]), &esc[3..]),
+                    b'u' => (hex(&esc[1..5]), &esc[5..]),
+                    other => panic!("unexpected escape {}", other as char),
+                },
+            };
+            match chars.last() {
+                Some('-') if chars.len() >= 2 => {
+                    chars.pop();
+                    let from = chars.pop().unwrap();
+                    chars.extend(from..=c);
+                }
+                _ => chars.push(c),
+            }
+            rest = tail;
+        }
+        chars
+    }
+
+    fn hex(digits: &str) -> char {
+        char::from_u32(u32::from_str_radix(digits, 16).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn not_blank_pattern_lists_exactly_what_trim_removes() {
+        let mut listed = not_blank_class();
+        listed.sort();
+        let whitespace: Vec<char> = (char::MIN..=char::MAX)
+            .filter(|c| c.is_whitespace())
+            .collect();
+        assert_eq!(listed, whitespace);
+
+        let doc = serde_json::to_value(crate::openapi()).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        for pattern in [
+            &schemas["AlertRequest"]["properties"]["alert_type"]["pattern"],
+            &schemas["ChatRequest"]["properties"]["content"]["pattern"],
+        ] {
+            assert_eq!(pattern, NOT_BLANK);
+        }
     }
 }

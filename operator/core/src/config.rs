@@ -191,6 +191,7 @@ pub type ToolFilter = BTreeMap<String, Vec<String>>;
 #[serde(deny_unknown_fields)]
 pub struct McpSelection {
     /// The complete server set for this alert.
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub servers: Vec<McpServerSelection>,
     /// Native tools override (Gemini), by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -203,6 +204,7 @@ pub struct McpSelection {
 #[serde(deny_unknown_fields)]
 pub struct McpServerSelection {
     /// MCP server name.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub name: String,
     /// Allowed tools; absent or empty means all tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -374,6 +374,14 @@ async fn session_list_filters_and_pages(store: Store) {
             "include_deleted=maybe",
             "include_deleted must be true or false",
         ),
+        // Present means given: no empty or padded value stands for the default.
+        ("order=", "order must be asc or desc"),
+        ("sort=", "sort must be one of"),
+        ("needs_attention=", "needs_attention must be true or false"),
+        ("include_deleted=1", "include_deleted must be true or false"),
+        ("page=%202", "page must be an integer"),
+        ("status=pending,,failed", "unknown session status \"\""),
+        ("status=", "unknown session status \"\""),
     ] {
         let (status, body) = app.get(&format!("/api/v1/sessions?{query}")).await;
         assert_eq!(status, 400, "{query}: {body}");
