@@ -28,7 +28,7 @@ export function formatDuration(ms: number | null | undefined): string {
 }
 
 /** What a session's duration is computed from: a list row or the whole session. */
-export type SessionTimes = Pick<SessionSummary, 'started_at' | 'completed_at'>;
+type SessionTimes = Pick<SessionSummary, 'started_at' | 'completed_at'>;
 
 /**
  * How long a session ran, in milliseconds: from its start to its end, or to

@@ -103,11 +103,6 @@ impl ApiError {
         Self { code, message }
     }
 
-    /// The HTTP status of the error.
-    pub fn status(&self) -> StatusCode {
-        self.code.status()
-    }
-
     /// 405 Method Not Allowed.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::MethodNotAllowed, message)
