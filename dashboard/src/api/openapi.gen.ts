@@ -417,7 +417,7 @@ export interface components {
             /** @description Chat id. */
             chat_id: string;
             /** @description Who opened it. */
-            created_by?: string | null;
+            created_by: string | null;
             /**
              * Format: date-time
              * @description Opened.
@@ -426,7 +426,7 @@ export interface components {
             /** @description Questions asked. */
             message_count: number;
             /** @description The stage answering a question now, if any. */
-            active_stage_id?: string | null;
+            active_stage_id: string | null;
         };
         /**
          * @description Body of `POST /api/v1/sessions/{id}/chat/messages`. Unknown fields are
@@ -894,7 +894,7 @@ export interface components {
         SessionDetail: components["schemas"]["Session"] & {
             /** @description Follow-up chat is possible: the session completed, failed or timed out. */
             chat_available: boolean;
-            chat?: components["schemas"]["ChatInfo"] | null;
+            chat: components["schemas"]["ChatInfo"] | null;
             /** @description Stages in order. */
             stages: components["schemas"]["StageDetail"][];
             /** @description What degraded the investigation (empty: nothing). */
@@ -986,9 +986,9 @@ export interface components {
             /** @description The MCP server concerned, if any. */
             server?: string | null;
             /** @description The stage concerned. */
-            stage_id?: string | null;
+            stage_id: string | null;
             /** @description The execution concerned. */
-            execution_id?: string | null;
+            execution_id: string | null;
             /** @description The timeline event saying it. */
             event_id: string;
         };

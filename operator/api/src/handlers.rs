@@ -729,12 +729,14 @@ pub(crate) struct ChatInfo {
     /// Chat id.
     chat_id: String,
     /// Who opened it.
+    #[schema(required)]
     created_by: Option<String>,
     /// Opened.
     created_at: chrono::DateTime<Utc>,
     /// Questions asked.
     message_count: usize,
     /// The stage answering a question now, if any.
+    #[schema(required)]
     active_stage_id: Option<String>,
 }
 
@@ -752,8 +754,10 @@ pub(crate) struct SessionWarning {
     #[serde(skip_serializing_if = "Option::is_none")]
     server: Option<String>,
     /// The stage concerned.
+    #[schema(required)]
     stage_id: Option<String>,
     /// The execution concerned.
+    #[schema(required)]
     execution_id: Option<String>,
     /// The timeline event saying it.
     event_id: String,
@@ -789,6 +793,7 @@ pub(crate) struct SessionDetail {
     /// Follow-up chat is possible: the session completed, failed or timed out.
     chat_available: bool,
     /// The chat, once opened (null until the first question).
+    #[schema(required)]
     chat: Option<ChatInfo>,
     /// Stages in order.
     stages: Vec<StageDetail>,
