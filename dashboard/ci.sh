@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The dashboard's checks, in two steps around the Rust build:
-#   dashboard/ci.sh build    npm ci, type check, lint, unit tests, production build
-#                            (before cargo builds tarsy, which embeds dashboard/dist)
+#   dashboard/ci.sh build    npm ci, API types current with openapi.json, type check,
+#                            lint, unit tests, production build (before cargo builds
+#                            tarsy, which embeds dashboard/dist)
 #   dashboard/ci.sh browser  browser tests against the real tarsy binary
 #                            (after cargo has built it), with Debian's chromium
 # Caches live outside the clone, under ~/.cache/tarsy.
@@ -14,6 +15,13 @@ export npm_config_audit=false npm_config_fund=false npm_config_update_notifier=f
 case "${1:-}" in
 build)
   npm ci --no-progress
+  # The API's types must be those generated from the committed OpenAPI
+  # document (which a Rust test of tarsy-api keeps current with the server).
+  if ! npm run --silent gen:api -- --check; then
+    echo "dashboard/src/api/openapi.gen.ts is not what dashboard/openapi.json generates:" \
+      "run 'npm run gen:api' in dashboard/ and commit the result" >&2
+    exit 1
+  fi
   npm run typecheck
   npm run lint
   npm test

@@ -4,7 +4,13 @@ import { reportMarkdown } from '../src/state/report';
 import { buildRows, locateEvent } from '../src/state/rows';
 import { emptyTimeline, mergeSnapshot } from '../src/state/timeline';
 
-function execution(id: string, stage: string, name: string, index: number, kind = 'investigation'): AgentExecution {
+function execution(
+  id: string,
+  stage: string,
+  name: string,
+  index: number,
+  kind: AgentExecution['kind'] = 'investigation',
+): AgentExecution {
   return {
     id,
     stage_id: stage,
@@ -27,6 +33,7 @@ function stage(id: string, index: number, name: string, executions: AgentExecuti
     id,
     session_id: 's',
     stage_name: name,
+    kind: 'investigation',
     stage_index: index,
     expected_agent_count: executions.length,
     parallel_type: executions.length > 1 ? 'replica' : null,
@@ -43,7 +50,13 @@ function stage(id: string, index: number, name: string, executions: AgentExecuti
   };
 }
 
-function event(id: string, exec: string | null, seq: number, type = 'llm_response', content = id): TimelineEvent {
+function event(
+  id: string,
+  exec: string | null,
+  seq: number,
+  type: TimelineEvent['event_type'] = 'llm_response',
+  content = id,
+): TimelineEvent {
   return {
     id,
     session_id: 's',
@@ -55,14 +68,17 @@ function event(id: string, exec: string | null, seq: number, type = 'llm_respons
     content,
     metadata: {},
     created_at: '2026-01-01T00:00:00Z',
+    updated_at: '2026-01-01T00:00:00Z',
   };
 }
 
 const stages = [
   stage('st2', 2, 'cross-check', [execution('r1', 'st2', 'R-1', 1), execution('r2', 'st2', 'R-2', 2)]),
   stage('st1', 1, 'investigate', [execution('a', 'st1', 'A', 1)]),
-  stage('st3', 3, 'cross-check - Synthesis', [execution('y', 'st3', 'SynthesisAgent', 1, 'synthesis')]),
-  stage('st4', 4, 'chat', [execution('c', 'st4', 'ChatAgent', 1, 'chat')], { chat_id: 'chat-1' }),
+  stage('st3', 3, 'cross-check - Synthesis', [execution('y', 'st3', 'SynthesisAgent', 1, 'synthesis')], {
+    kind: 'synthesis',
+  }),
+  stage('st4', 4, 'chat', [execution('c', 'st4', 'ChatAgent', 1, 'chat')], { kind: 'chat', chat_id: 'chat-1' }),
 ];
 const timeline = mergeSnapshot(emptyTimeline, [
   event('e1', 'a', 1),

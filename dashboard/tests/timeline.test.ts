@@ -11,7 +11,13 @@ import {
   type TimelineState,
 } from '../src/state/timeline';
 
-function rest(id: string, seq: number, status = 'completed', content = `text ${id}`, exec = 'x1'): TimelineEvent {
+function rest(
+  id: string,
+  seq: number,
+  status: TimelineEvent['status'] = 'completed',
+  content = `text ${id}`,
+  exec = 'x1',
+): TimelineEvent {
   return {
     id,
     session_id: 's',
@@ -23,6 +29,7 @@ function rest(id: string, seq: number, status = 'completed', content = `text ${i
     content,
     metadata: {},
     created_at: `2026-01-01T00:00:0${seq}Z`,
+    updated_at: `2026-01-01T00:00:0${seq}Z`,
   };
 }
 

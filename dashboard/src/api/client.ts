@@ -2,6 +2,10 @@
 // carrying the server's `{error, message}`.
 import type {
   AlertRequest,
+  AlertResponse,
+  CancelResponse,
+  ChatResponse,
+  ErrorBody,
   Health,
   LlmInteractionDetail,
   McpInteractionDetail,
@@ -39,7 +43,7 @@ async function request<T>(path: string, init?: RequestInit): Promise<T> {
     }
   }
   if (!response.ok) {
-    const err = body as { error?: string; message?: string } | null;
+    const err = body as Partial<ErrorBody> | null;
     throw new ApiError(
       response.status,
       err?.error ?? 'http_error',
@@ -87,14 +91,14 @@ export const api = {
   mcpInteraction: (id: string, interaction: string) =>
     request<McpInteractionDetail>(`/api/v1/sessions/${enc(id)}/trace/mcp/${enc(interaction)}`),
   cancel: (id: string) =>
-    request<{ cancelled: string; message: string }>(`/api/v1/sessions/${enc(id)}/cancel`, { method: 'POST' }),
+    request<CancelResponse>(`/api/v1/sessions/${enc(id)}/cancel`, { method: 'POST' }),
   chat: (id: string, content: string) =>
-    request<{ chat_id: string; message_id: string; stage_id: string }>(
-      `/api/v1/sessions/${enc(id)}/chat/messages`,
-      { method: 'POST', body: JSON.stringify({ content }) },
-    ),
+    request<ChatResponse>(`/api/v1/sessions/${enc(id)}/chat/messages`, {
+      method: 'POST',
+      body: JSON.stringify({ content }),
+    }),
   submitAlert: (alert: AlertRequest) =>
-    request<{ session_id: string; chain_id: string; status: string }>('/api/v1/alerts', {
+    request<AlertResponse>('/api/v1/alerts', {
       method: 'POST',
       body: JSON.stringify(alert),
     }),

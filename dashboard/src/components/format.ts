@@ -1,5 +1,7 @@
 // Formatting helpers shared by the pages.
 
+import type { SessionSummary } from '../api/types';
+
 export function formatTime(iso: string | null | undefined): string {
   if (!iso) return '—';
   const date = new Date(iso);
@@ -25,15 +27,18 @@ export function formatDuration(ms: number | null | undefined): string {
   return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
 
-/** From start (or creation) to end, or to now while it runs. */
-export function sessionDuration(
-  started: string | null,
-  completed: string | null,
-  now: number = Date.now(),
-): number | null {
-  if (!started) return null;
-  const start = Date.parse(started);
-  const end = completed ? Date.parse(completed) : now;
+/** What a session's duration is computed from: a list row or the whole session. */
+type SessionTimes = Pick<SessionSummary, 'started_at' | 'completed_at'>;
+
+/**
+ * How long a session ran, in milliseconds: from its start to its end, or to
+ * `now` while it has no end time (it runs). Null when it never started.
+ * The session list and the session page both show this.
+ */
+export function sessionDuration(session: SessionTimes, now: number = Date.now()): number | null {
+  if (!session.started_at) return null;
+  const start = Date.parse(session.started_at);
+  const end = session.completed_at ? Date.parse(session.completed_at) : now;
   if (Number.isNaN(start) || Number.isNaN(end)) return null;
   return end - start;
 }

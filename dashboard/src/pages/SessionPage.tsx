@@ -108,7 +108,7 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
           <dt>Finished</dt>
           <dd>{formatTime(detail.completed_at)}</dd>
           <dt>Duration</dt>
-          <dd>{formatDuration(sessionDuration(detail.started_at, detail.completed_at, now))}</dd>
+          <dd>{formatDuration(sessionDuration(detail, now))}</dd>
           {detail.runbook_url && (
             <>
               <dt>Runbook</dt>

@@ -3,10 +3,11 @@ import { useCallback, useEffect, useMemo, useRef, useState, type ReactNode } fro
 import { Link, useSearchParams } from 'react-router';
 import { api, type SessionQuery } from '../api/client';
 import { useChannel } from '../api/live';
-import { SESSION_STATUSES, TERMINAL_STATUSES, type SessionPage, type SessionSummary } from '../api/types';
+import { SESSION_STATUSES, type SessionPage } from '../api/types';
 import { formatDuration, formatTime, sessionDuration, statusLabel } from '../components/format';
 import { StatusBadge } from '../components/StatusBadge';
 import { useConfiguration, useNow } from '../components/hooks';
+import { applySessionStatus } from '../state/sessionList';
 import type { LiveEvent } from '../state/timeline';
 
 const SORT_KEYS: [string, string][] = [
@@ -80,16 +81,8 @@ export function SessionsPage() {
   const onEvent = useCallback(
     (event: LiveEvent) => {
       if (event.type !== 'session.status') return;
-      const id = event.session_id;
-      const status = event.status;
-      if (typeof id !== 'string' || typeof status !== 'string') return;
       queryClient.setQueriesData<SessionPage>({ queryKey: ['sessions'] }, (page) =>
-        page
-          ? {
-              ...page,
-              sessions: page.sessions.map((s) => (s.id === id ? { ...s, status: status as SessionSummary['status'] } : s)),
-            }
-          : page,
+        page ? applySessionStatus(page, event) : page,
       );
       if (refetchTimer.current) clearTimeout(refetchTimer.current);
       refetchTimer.current = setTimeout(() => {
@@ -234,12 +227,7 @@ export function SessionsPage() {
                 <td>{s.chain_id}</td>
                 <td>{s.author ?? '—'}</td>
                 <td>{formatTime(s.created_at)}</td>
-                <td>
-                  {/* A status that just turned terminal live has no end time yet: the refetch brings it. */}
-                  {TERMINAL_STATUSES.has(s.status) && !s.completed_at
-                    ? '—'
-                    : formatDuration(sessionDuration(s.started_at, s.completed_at, now))}
-                </td>
+                <td>{formatDuration(sessionDuration(s, now))}</td>
                 <td>{progress}</td>
               </tr>
             );

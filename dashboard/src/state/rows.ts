@@ -13,12 +13,12 @@ export type Row =
 
 /** True for a follow-up chat stage. */
 export function isChat(stage: Stage): boolean {
-  return stage.kind === 'chat' || stage.chat_id !== null;
+  return stage.kind === 'chat';
 }
 
 /** True for a synthesis stage (it combines a parallel stage's results). */
 export function isSynthesis(stage: Stage): boolean {
-  return stage.kind === 'synthesis' || stage.executions.some((e) => e.kind === 'synthesis');
+  return stage.kind === 'synthesis';
 }
 
 /** True when a stage shows its executions as tabs (parallel agents, replicas). */

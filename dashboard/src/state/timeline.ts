@@ -113,12 +113,13 @@ export function joinText(stored: string, live: string): string {
 export function itemFromRest(event: TimelineEvent): TimelineItem {
   return {
     id: event.id,
-    stageId: event.stage_id,
-    executionId: event.execution_id,
+    // Null for session-level events (the executive summary).
+    stageId: event.stage_id ?? null,
+    executionId: event.execution_id ?? null,
     sequence: event.sequence_number,
     eventType: event.event_type,
     status: event.status,
-    content: event.content ?? '',
+    content: event.content,
     metadata: obj(event.metadata),
     createdAt: event.created_at,
     contentPending: false,

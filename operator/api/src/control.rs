@@ -8,7 +8,7 @@ pub use tarsy_core::control::{
 };
 
 /// One operational warning shown by `/health`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct SystemWarning {
     /// Unique id.
     pub id: String,
@@ -33,7 +33,7 @@ pub trait SystemWarningsSource: Send + Sync {
 }
 
 /// Health of one MCP server as last checked.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct McpServerHealth {
     /// The last check succeeded.
     pub healthy: bool,
@@ -53,9 +53,10 @@ pub trait McpHealthSource: Send + Sync {
 
 /// Reachability of one service the API depends on besides its database (in
 /// cluster mode: the Kubernetes API).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct DependencyHealth {
     /// `ok` or `error`.
+    #[schema(examples("ok", "error"))]
     pub status: String,
     /// When it was last checked.
     pub checked_at: chrono::DateTime<chrono::Utc>,

@@ -8,86 +8,136 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tarsy_store::StoreError;
+use utoipa::ToSchema;
 
 /// Longest message sent back: messages may quote what the client sent.
 const MAX_MESSAGE_CHARS: usize = 2048;
 
+/// The stable, machine-readable `error` of an error response; each code
+/// has one HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: malformed JSON, a missing, unknown or mistyped field, an invalid
+    /// value or query parameter.
+    BadRequest,
+    /// 403: a WebSocket upgrade from an origin that is not allowed.
+    Forbidden,
+    /// 404: unknown session, interaction or route.
+    NotFound,
+    /// 405: a route asked with a method it does not serve.
+    MethodNotAllowed,
+    /// 409: the request conflicts with the session's state.
+    Conflict,
+    /// 413: a body or field over its size limit.
+    PayloadTooLarge,
+    /// 500: unexpected failure (details in the server log only).
+    Internal,
+    /// 503: the service cannot take the request now.
+    Unavailable,
+}
+
+impl ErrorCode {
+    /// The HTTP status of this code.
+    pub const fn status(self) -> StatusCode {
+        match self {
+            Self::BadRequest => StatusCode::BAD_REQUEST,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict => StatusCode::CONFLICT,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The wire string (`not_found`, ...).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::BadRequest => "bad_request",
+            Self::Forbidden => "forbidden",
+            Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::Conflict => "conflict",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::Internal => "internal",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An error answered to a client.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{status} {code}: {message}")]
+#[error("{} {code}: {message}", code.status())]
 pub struct ApiError {
-    /// HTTP status.
-    pub status: StatusCode,
-    /// Stable machine-readable code (`not_found`, `conflict`, ...).
-    pub code: &'static str,
+    /// Stable machine-readable code; it fixes the HTTP status.
+    pub code: ErrorCode,
     /// What went wrong, for a human.
     pub message: String,
 }
 
-/// The JSON body of an error response.
-#[derive(Debug, Serialize)]
-struct ErrorBody<'a> {
-    error: &'a str,
-    message: &'a str,
+/// The body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"error": "not_found", "message": "session \"0b7c\" not found"}))]
+pub struct ErrorBody {
+    /// What kind of error (it matches the HTTP status).
+    pub error: ErrorCode,
+    /// What went wrong, for a human (at most 2,048 characters, then ` [...]`).
+    pub message: String,
 }
 
 impl ApiError {
-    /// An error with an explicit status and code.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    /// An error of this code.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         let mut message = message.into();
         if message.chars().count() > MAX_MESSAGE_CHARS {
             message = message.chars().take(MAX_MESSAGE_CHARS).collect::<String>() + " [...]";
         }
-        Self {
-            status,
-            code,
-            message,
-        }
+        Self { code, message }
     }
 
     /// 405 Method Not Allowed.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            message,
-        )
+        Self::new(ErrorCode::MethodNotAllowed, message)
     }
 
     /// 400 Bad Request.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        Self::new(ErrorCode::BadRequest, message)
     }
 
     /// 404 Not Found.
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+        Self::new(ErrorCode::NotFound, message)
     }
 
     /// 409 Conflict.
     pub fn conflict(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, "conflict", message)
+        Self::new(ErrorCode::Conflict, message)
     }
 
     /// 413 Payload Too Large.
     pub fn too_large(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+        Self::new(ErrorCode::PayloadTooLarge, message)
     }
 
     /// 503 Service Unavailable.
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        Self::new(ErrorCode::Unavailable, message)
     }
 
     /// 500 Internal Server Error. The detail is logged, not sent: it may name
     /// internals the client has no business seeing.
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         tracing::error!(error = %detail, "internal error");
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "internal error; see the server log",
-        )
+        Self::new(ErrorCode::Internal, "internal error; see the server log")
     }
 }
 
@@ -110,9 +160,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
             error: self.code,
-            message: &self.message,
+            message: self.message,
         };
-        (self.status, Json(body)).into_response()
+        (self.code.status(), Json(body)).into_response()
     }
 }
 

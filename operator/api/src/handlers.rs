@@ -14,17 +14,19 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tarsy_core::{ConversationMessage, McpSelection, SessionStatus, TimelineEvent};
 use tarsy_store::{
     AgentExecution, LlmInteraction, McpInteraction, Session, SessionFilter, SessionSort,
     SessionSortKey, SessionSummary, SessionTrace, Stage, StoreError,
 };
+use utoipa::{IntoParams, ToSchema};
 
 use crate::control::{
-    CancelError, CancelOutcome, ChatError, ChatSubmission, NewAlert, SubmitError, SystemWarning,
+    CancelError, CancelOutcome, ChatError, ChatSubmission, DependencyHealth, McpServerHealth,
+    NewAlert, SubmitError, SystemWarning,
 };
-use crate::error::{ApiError, ApiPath, ApiResult};
+use crate::error::{ApiError, ApiPath, ApiResult, ErrorBody};
 use crate::system::{AlertObject, ExecutionObject, SessionObjects, SystemConfiguration};
 use crate::{AppState, author};
 
@@ -119,22 +121,125 @@ pub(crate) async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> 
 
 // ------------------------------------------------------------ health
 
+/// Overall state of the service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum HealthStatus {
+    /// Everything answers.
+    Healthy,
+    /// The database answers, but there are system warnings, or an MCP server
+    /// or a dependency failed its last check.
+    Degraded,
+    /// The database does not answer (HTTP 503).
+    Unhealthy,
+}
+
+/// Whether the database answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum DatabaseStatus {
+    /// It answered.
+    Ok,
+    /// It failed or did not answer in time.
+    Error,
+}
+
+/// The database backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum DatabaseBackend {
+    /// PostgreSQL.
+    Postgres,
+    /// SQLite (local mode).
+    Sqlite,
+}
+
+/// The database part of `/health`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct DatabaseHealth {
+    /// Whether it answered.
+    status: DatabaseStatus,
+    /// Which database.
+    backend: DatabaseBackend,
+    /// Sessions in progress (when it answered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sessions_in_progress: Option<i64>,
+    /// Why it did not answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// The MCP part of `/health`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct McpHealth {
+    /// Every MCP server passed its last check.
+    healthy: bool,
+    /// Last check of each MCP server, by name.
+    servers: BTreeMap<String, McpServerHealth>,
+}
+
+/// Live WebSocket use.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct WebSocketStats {
+    /// Open connections to this process.
+    connections: usize,
+    /// Channel subscriptions of this process.
+    subscriptions: usize,
+}
+
+/// Body of `GET /health`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Health {
+    /// Overall state.
+    status: HealthStatus,
+    /// The server's version.
+    version: &'static str,
+    /// The database.
+    database: DatabaseHealth,
+    /// Services the API depends on besides its database (cluster mode:
+    /// `kubernetes`), by name.
+    dependencies: BTreeMap<String, DependencyHealth>,
+    /// MCP servers.
+    mcp: McpHealth,
+    /// Operational warnings.
+    warnings: Vec<SystemWarning>,
+    /// WebSocket use.
+    websocket: WebSocketStats,
+}
+
 /// `GET /health`.
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "system",
+    summary = "Health of the service",
+    responses(
+        (status = 200, description = "The database answers: `healthy`, or `degraded` \
+            (system warnings, or an MCP server or dependency failing its last check).", body = Health),
+        (status = 503, description = "The database does not answer: `unhealthy`.", body = Health),
+    )
+)]
 pub(crate) async fn health(State(api): State<AppState>) -> Response {
     let db = tokio::time::timeout(HEALTH_DB_TIMEOUT, api.store.count_in_progress()).await;
-    let (db_ok, database) = match db {
-        Ok(Ok(in_progress)) => (
-            true,
-            json!({"status": "ok", "backend": backend_name(&api), "sessions_in_progress": in_progress}),
-        ),
-        Ok(Err(e)) => (
-            false,
-            json!({"status": "error", "backend": backend_name(&api), "error": e.to_string()}),
-        ),
-        Err(_) => (
-            false,
-            json!({"status": "error", "backend": backend_name(&api), "error": "no answer within 5 s"}),
-        ),
+    let backend = match api.store.backend() {
+        tarsy_store::BackendKind::Postgres => DatabaseBackend::Postgres,
+        tarsy_store::BackendKind::Sqlite => DatabaseBackend::Sqlite,
+    };
+    let (sessions_in_progress, error) = match db {
+        Ok(Ok(in_progress)) => (Some(in_progress), None),
+        Ok(Err(e)) => (None, Some(e.to_string())),
+        Err(_) => (None, Some("no answer within 5 s".to_string())),
+    };
+    let db_ok = error.is_none();
+    let database = DatabaseHealth {
+        status: if db_ok {
+            DatabaseStatus::Ok
+        } else {
+            DatabaseStatus::Error
+        },
+        backend,
+        sessions_in_progress,
+        error,
     };
     let mut warnings = api
         .warnings
@@ -174,24 +279,27 @@ pub(crate) async fn health(State(api): State<AppState>) -> Response {
     // Only the database makes the API unusable (503, out of the Service);
     // the rest is degraded service worth a look.
     let status = if !db_ok {
-        "unhealthy"
+        HealthStatus::Unhealthy
     } else if !warnings.is_empty() || !mcp_healthy || !dependencies_ok {
-        "degraded"
+        HealthStatus::Degraded
     } else {
-        "healthy"
+        HealthStatus::Healthy
     };
-    let body = json!({
-        "status": status,
-        "version": env!("CARGO_PKG_VERSION"),
-        "database": database,
-        "dependencies": dependencies,
-        "mcp": {"healthy": mcp_healthy, "servers": servers},
-        "warnings": warnings,
-        "websocket": {
-            "connections": api.ws_connections.load(Ordering::Relaxed),
-            "subscriptions": api.hub.bus().subscription_count(),
+    let body = Health {
+        status,
+        version: env!("CARGO_PKG_VERSION"),
+        database,
+        dependencies,
+        mcp: McpHealth {
+            healthy: mcp_healthy,
+            servers,
         },
-    });
+        warnings,
+        websocket: WebSocketStats {
+            connections: api.ws_connections.load(Ordering::Relaxed),
+            subscriptions: api.hub.bus().subscription_count(),
+        },
+    };
     let code = if db_ok {
         StatusCode::OK
     } else {
@@ -200,38 +308,78 @@ pub(crate) async fn health(State(api): State<AppState>) -> Response {
     (code, Json(body)).into_response()
 }
 
-fn backend_name(api: &AppState) -> &'static str {
-    match api.store.backend() {
-        tarsy_store::BackendKind::Postgres => "postgres",
-        tarsy_store::BackendKind::Sqlite => "sqlite",
-    }
-}
-
 // ------------------------------------------------------------ alerts
 
-/// Body of `POST /api/v1/alerts`.
-#[derive(Debug, Deserialize)]
+/// The JSON Schema `pattern` of a text that is not blank, as the
+/// `#[schema(pattern)]` below spell it (utoipa takes only a literal): a
+/// character that is not whitespace as `str::trim` sees it, listed, for
+/// regex engines disagree on `\s`.
+#[cfg(test)]
+const NOT_BLANK: &str =
+    "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]";
+
+/// Body of `POST /api/v1/alerts`. Unknown fields are refused.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct AlertRequest {
+#[schema(example = json!({
+    "alert_type": "PodCrashLooping",
+    "data": {"namespace": "shop", "pod": "checkout-api-7d9f", "reason": "CrashLoopBackOff"}
+}))]
+pub(crate) struct AlertRequest {
+    /// Selects the chain: the one whose alert types contain it (trimmed;
+    /// at most 253 characters).
+    #[schema(
+        min_length = 1,
+        max_length = 253,
+        pattern = "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"
+    )]
     alert_type: String,
+    /// The alert payload: a string, or any other JSON value (stored as its
+    /// JSON text). Not null, not empty; at most 1 MiB.
     data: Value,
+    /// Run this chain instead of the one the alert type selects.
     #[serde(default)]
+    #[schema(max_length = 253)]
     chain: Option<String>,
+    /// An `http://` or `https://` runbook included in prompts.
     #[serde(default)]
     runbook_url: Option<String>,
+    /// Replaces the chain's MCP servers for this alert.
     #[serde(default)]
     mcp_selection: Option<McpSelection>,
 }
 
-#[derive(Debug, Serialize)]
+/// Answer of `POST /api/v1/alerts`.
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct AlertResponse {
+    /// The new session.
     session_id: String,
+    /// The chain that will run it.
     chain_id: String,
+    /// Its status (`pending`).
     status: SessionStatus,
+    /// Where to follow it.
     message: &'static str,
 }
 
 /// `POST /api/v1/alerts`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/alerts",
+    tag = "alerts",
+    summary = "Submit an alert",
+    description = "Creates a pending session that investigates the alert.",
+    request_body(content = AlertRequest, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Accepted: the session is created.", body = AlertResponse),
+        (status = 400, description = "Malformed JSON; a missing, unknown or mistyped field; \
+            an empty `alert_type` or `data`, `data: null`, a bad `runbook_url` or `mcp_selection`; \
+            an unknown alert type, chain, MCP server or tool; several chains for the type.", body = ErrorBody),
+        (status = 413, description = "`data` over 1 MiB, or the body over its limit.", body = ErrorBody),
+        (status = 500, description = "Unexpected failure.", body = ErrorBody),
+        (status = 503, description = "The orchestrator cannot take work now.", body = ErrorBody),
+    )
+)]
 pub(crate) async fn submit_alert(
     State(api): State<AppState>,
     headers: HeaderMap,
@@ -360,43 +508,88 @@ fn validate_selection(selection: &McpSelection) -> ApiResult<()> {
 
 // ------------------------------------------------------------ sessions
 
-/// Query of `GET /api/v1/sessions`. Numbers are read as text so that a bad
-/// value gets a message naming the parameter.
-#[derive(Debug, Deserialize)]
+/// Query of `GET /api/v1/sessions`; unknown parameters are refused. Every
+/// value is read as text so that a bad one gets a message naming the
+/// parameter; `value_type` says what is accepted.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
+    /// Only sessions of these statuses (comma-separated).
+    #[param(value_type = Option<Vec<SessionStatus>>, inline, style = Form, explode = false)]
     status: Option<String>,
+    /// Exact alert type.
     alert_type: Option<String>,
+    /// Exact chain.
     chain_id: Option<String>,
+    /// Exact author.
     author: Option<String>,
+    /// Case-insensitive substring of the id, alert type, alert data, final
+    /// analysis or executive summary.
     q: Option<String>,
+    /// Page, from 1 (default 1).
+    #[param(value_type = Option<i32>, minimum = 1)]
     page: Option<String>,
+    /// Sessions per page (default 20).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
     page_size: Option<String>,
+    /// Include soft-deleted sessions.
+    #[param(value_type = Option<bool>)]
     include_deleted: Option<String>,
+    /// Only failed and timed-out sessions, and completed ones in which an
+    /// investigation agent failed or timed out or the executive summary
+    /// could not be written.
+    #[param(value_type = Option<bool>)]
     needs_attention: Option<String>,
+    /// Order by this column (default `created_at`); ties by id; missing
+    /// values last.
+    #[param(value_type = Option<SessionSortKey>, inline)]
     sort: Option<String>,
+    /// Direction (default `desc`).
+    #[param(value_type = Option<SortOrder>, inline)]
     order: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
-struct Pagination {
+/// Direction of the session list's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub(crate) enum SortOrder {
+    /// Smallest first.
+    Asc,
+    /// Largest first.
+    Desc,
+}
+
+/// Where a page sits in the whole list.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Pagination {
+    /// This page, from 1.
     page: i64,
+    /// Sessions per page.
     page_size: i64,
+    /// Sessions matching the filters, in all pages.
     total_items: i64,
+    /// Pages in all.
     total_pages: i64,
 }
 
-#[derive(Debug, Serialize)]
-struct SessionList {
+/// Answer of `GET /api/v1/sessions`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SessionList {
+    /// This page's sessions, without their large text fields.
     sessions: Vec<SessionSummary>,
+    /// Where the page sits.
     pagination: Pagination,
 }
+
+// The parameters below are read exactly as the OpenAPI document types them:
+// a present but empty or padded value is refused, not taken for the default.
 
 fn parse_positive(name: &str, value: Option<&str>, default: i64, max: i64) -> ApiResult<i64> {
     let Some(value) = value else {
         return Ok(default);
     };
-    match value.trim().parse::<i64>() {
+    match value.parse::<i64>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(ApiError::bad_request(format!(
             "{name} must be an integer from 1 to {max}, got {value:?}"
@@ -405,9 +598,9 @@ fn parse_positive(name: &str, value: Option<&str>, default: i64, max: i64) -> Ap
 }
 
 fn parse_bool(name: &str, value: Option<&str>) -> ApiResult<bool> {
-    match value.map(str::trim) {
-        None | Some("") | Some("false") | Some("0") => Ok(false),
-        Some("true") | Some("1") => Ok(true),
+    match value {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
         Some(other) => Err(ApiError::bad_request(format!(
             "{name} must be true or false, got {other:?}"
         ))),
@@ -417,7 +610,7 @@ fn parse_bool(name: &str, value: Option<&str>) -> ApiResult<bool> {
 /// `sort` (a column, default `created_at`) and `order` (`asc`/`desc`,
 /// default `desc`).
 fn parse_sort(sort: Option<&str>, order: Option<&str>) -> ApiResult<SessionSort> {
-    let key = match sort.map(str::trim).filter(|s| !s.is_empty()) {
+    let key = match sort {
         None => SessionSortKey::CreatedAt,
         Some(name) => SessionSortKey::parse(name).ok_or_else(|| {
             let keys: Vec<&str> = SessionSortKey::ALL.iter().map(|k| k.as_str()).collect();
@@ -427,23 +620,41 @@ fn parse_sort(sort: Option<&str>, order: Option<&str>) -> ApiResult<SessionSort>
             ))
         })?,
     };
-    let descending = match order.map(str::trim).filter(|s| !s.is_empty()) {
-        None | Some("desc") => true,
-        Some("asc") => false,
+    let order = match order {
+        None | Some("desc") => SortOrder::Desc,
+        Some("asc") => SortOrder::Asc,
         Some(other) => {
             return Err(ApiError::bad_request(format!(
                 "order must be asc or desc, got {other:?}"
             )));
         }
     };
-    Ok(SessionSort { key, descending })
+    Ok(SessionSort {
+        key,
+        descending: order == SortOrder::Desc,
+    })
 }
 
 /// `GET /api/v1/sessions`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions",
+    tag = "sessions",
+    summary = "List sessions",
+    description = "One page of sessions, newest first unless `sort` says otherwise.",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "The page.", body = SessionList),
+        (status = 400, description = "An unknown parameter or status; a page or page size \
+            out of range or not a number; an unknown `sort` or `order`; a boolean that is \
+            not `true` or `false`.", body = ErrorBody),
+        (status = 500, description = "Unexpected failure.", body = ErrorBody),
+    )
+)]
 pub(crate) async fn list_sessions(
     State(api): State<AppState>,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<SessionList>> {
     let Query(query) =
         query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
     let page = parse_positive("page", query.page.as_deref(), 1, i64::from(i32::MAX))?;
@@ -453,17 +664,18 @@ pub(crate) async fn list_sessions(
         DEFAULT_PAGE_SIZE,
         MAX_PAGE_SIZE,
     )?;
-    let mut statuses = Vec::new();
-    for part in query.status.as_deref().unwrap_or("").split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            continue;
-        }
-        statuses.push(
-            part.parse::<SessionStatus>()
-                .map_err(|e| ApiError::bad_request(e.to_string()))?,
-        );
-    }
+    // Comma-separated. No parameter is every status; `status=` names the
+    // empty status, which does not exist.
+    let statuses = match query.status.as_deref() {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|part| {
+                part.parse::<SessionStatus>()
+                    .map_err(|e| ApiError::bad_request(e.to_string()))
+            })
+            .collect::<ApiResult<Vec<_>>>()?,
+    };
     let include_deleted = parse_bool("include_deleted", query.include_deleted.as_deref())?;
     let needs_attention = parse_bool("needs_attention", query.needs_attention.as_deref())?;
     let sort = parse_sort(query.sort.as_deref(), query.order.as_deref())?;
@@ -481,7 +693,7 @@ pub(crate) async fn list_sessions(
     };
     let result = api.store.list_sessions(&filter).await?;
     let total_pages = (result.total + page_size - 1) / page_size;
-    Ok(Json(json!(SessionList {
+    Ok(Json(SessionList {
         sessions: result.sessions,
         pagination: Pagination {
             page,
@@ -489,18 +701,21 @@ pub(crate) async fn list_sessions(
             total_items: result.total,
             total_pages,
         },
-    })))
+    }))
 }
 
-#[derive(Debug, Serialize)]
-struct StageDetail {
+/// A stage of a session, with its executions.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct StageDetail {
     #[serde(flatten)]
     stage: Stage,
+    /// Its agent executions, in launch order.
     executions: Vec<ExecutionDetail>,
 }
 
-#[derive(Debug, Serialize)]
-struct ExecutionDetail {
+/// An agent execution of a stage.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ExecutionDetail {
     #[serde(flatten)]
     execution: AgentExecution,
     /// Cluster mode: the AgentExecution and its pod.
@@ -508,28 +723,41 @@ struct ExecutionDetail {
     cluster: Option<ExecutionObject>,
 }
 
-#[derive(Debug, Serialize)]
-struct ChatInfo {
+/// The follow-up chat of a session.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ChatInfo {
+    /// Chat id.
     chat_id: String,
+    /// Who opened it.
+    #[schema(required)]
     created_by: Option<String>,
+    /// Opened.
     created_at: chrono::DateTime<Utc>,
+    /// Questions asked.
     message_count: usize,
+    /// The stage answering a question now, if any.
+    #[schema(required)]
     active_stage_id: Option<String>,
 }
 
 /// Something that made the investigation run with less than it was
 /// configured with (an MCP server it could not use, say): the answer may be
 /// incomplete.
-#[derive(Debug, Serialize)]
-struct SessionWarning {
-    /// The error event's `metadata.kind` (see `tarsy_core::error_kind`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SessionWarning {
+    /// The error event's `metadata.kind`: `mcp_server_unavailable`,
+    /// `tool_list_error`, `runbook_unavailable`, `runbook_truncated`.
     kind: String,
     /// What happened, as the timeline says it.
     message: String,
     /// The MCP server concerned, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     server: Option<String>,
+    /// The stage concerned.
+    #[schema(required)]
     stage_id: Option<String>,
+    /// The execution concerned.
+    #[schema(required)]
     execution_id: Option<String>,
     /// The timeline event saying it.
     event_id: String,
@@ -557,12 +785,17 @@ impl SessionWarning {
     }
 }
 
-#[derive(Debug, Serialize)]
-struct SessionDetail {
+/// Answer of `GET /api/v1/sessions/{id}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SessionDetail {
     #[serde(flatten)]
     session: Session,
+    /// Follow-up chat is possible: the session completed, failed or timed out.
     chat_available: bool,
+    /// The chat, once opened (null until the first question).
+    #[schema(required)]
     chat: Option<ChatInfo>,
+    /// Stages in order.
     stages: Vec<StageDetail>,
     /// What degraded the investigation (empty: nothing).
     warnings: Vec<SessionWarning>,
@@ -591,10 +824,25 @@ async fn session_objects(api: &AppState, id: &str) -> SessionObjects {
 }
 
 /// `GET /api/v1/sessions/{id}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}",
+    tag = "sessions",
+    summary = "One session",
+    description = "The session with its stages (in order), their agent executions (in launch \
+        order), its chat and what degraded it.",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "The session.", body = SessionDetail),
+        (status = 400, description = "An undecodable path.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 500, description = "Unexpected failure.", body = ErrorBody),
+    )
+)]
 pub(crate) async fn get_session(
     State(api): State<AppState>,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<SessionDetail>> {
     let session = api.store.get_session(&id).await?;
     let stages = api.store.list_stages(&id).await?;
     let executions = api.store.list_session_executions(&id).await?;
@@ -642,18 +890,28 @@ pub(crate) async fn get_session(
         .into_iter()
         .filter_map(SessionWarning::from_event)
         .collect();
-    Ok(Json(json!(SessionDetail {
+    Ok(Json(SessionDetail {
         chat_available: chat_available(session.status),
         session,
         chat,
         stages,
         warnings,
         cluster: objects.alert,
-    })))
+    }))
 }
 
 /// `GET /metrics`: the process's metrics, plus sessions by status counted
 /// in the store (so every replica reports the same, right after a restart).
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "system",
+    summary = "Prometheus metrics",
+    responses(
+        (status = 200, description = "The metrics, in the OpenMetrics text format.", body = String,
+            content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    )
+)]
 pub(crate) async fn metrics(State(api): State<AppState>) -> Response {
     let mut extra = String::new();
     if let Ok(Ok(counts)) =
@@ -681,6 +939,21 @@ pub(crate) async fn metrics(State(api): State<AppState>) -> Response {
 }
 
 /// `GET /api/v1/sessions/{id}/timeline`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}/timeline",
+    tag = "sessions",
+    summary = "A session's timeline",
+    description = "Its timeline events (investigation, chat, executive summary) in the order \
+        they happened.",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "The events.", body = Vec<TimelineEvent>),
+        (status = 400, description = "An undecodable path.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 500, description = "Unexpected failure.", body = ErrorBody),
+    )
+)]
 pub(crate) async fn timeline(
     State(api): State<AppState>,
     ApiPath(id): ApiPath<String>,
@@ -688,11 +961,55 @@ pub(crate) async fn timeline(
     Ok(Json(api.store.session_timeline(&id).await?))
 }
 
+/// Answer of `POST /api/v1/sessions/{id}/cancel`: what is being cancelled.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "cancelled", rename_all = "snake_case")]
+pub(crate) enum CancelResponse {
+    /// The session's investigation.
+    Session {
+        /// The session.
+        session_id: String,
+        /// Its status now: `cancelling`, or `cancelled` when nothing was
+        /// running yet.
+        status: SessionStatus,
+        /// What happens next.
+        message: &'static str,
+    },
+    /// The running answer of its chat.
+    Chat {
+        /// The session.
+        session_id: String,
+        /// Its chat.
+        chat_id: String,
+        /// The stage answering.
+        stage_id: String,
+        /// What happens next.
+        message: &'static str,
+    },
+}
+
 /// `POST /api/v1/sessions/{id}/cancel`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/sessions/{id}/cancel",
+    tag = "sessions",
+    summary = "Cancel a session or its chat answer",
+    description = "Cancels the investigation while it runs (pending, in progress); once it \
+        has finished, cancels its running chat answer. No body.",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "Cancellation requested.", body = CancelResponse),
+        (status = 400, description = "An undecodable path.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 409, description = "A finished session with no chat answer running: \
+            nothing to cancel.", body = ErrorBody),
+        (status = 500, description = "Unexpected failure.", body = ErrorBody),
+    )
+)]
 pub(crate) async fn cancel_session(
     State(api): State<AppState>,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CancelResponse>> {
     api.store.get_session(&id).await?;
     let outcome = api.control.cancel(&id).await.map_err(|e| match e {
         CancelError::NotFound(_) => ApiError::not_found(e.to_string()),
@@ -700,37 +1017,75 @@ pub(crate) async fn cancel_session(
         CancelError::Internal(m) => ApiError::internal(m),
     })?;
     Ok(Json(match outcome {
-        CancelOutcome::Session { status } => json!({
-            "session_id": id,
-            "cancelled": "session",
-            "status": status,
-            "message": "cancellation requested",
-        }),
-        CancelOutcome::Chat { chat_id, stage_id } => json!({
-            "session_id": id,
-            "cancelled": "chat",
-            "chat_id": chat_id,
-            "stage_id": stage_id,
-            "message": "cancellation of the chat answer requested",
-        }),
+        CancelOutcome::Session { status } => CancelResponse::Session {
+            session_id: id,
+            status,
+            message: "cancellation requested",
+        },
+        CancelOutcome::Chat { chat_id, stage_id } => CancelResponse::Chat {
+            session_id: id,
+            chat_id,
+            stage_id,
+            message: "cancellation of the chat answer requested",
+        },
     }))
 }
 
 // ------------------------------------------------------------ chat
 
-#[derive(Debug, Deserialize)]
+/// Body of `POST /api/v1/sessions/{id}/chat/messages`. Unknown fields are
+/// refused.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ChatRequest {
+pub(crate) struct ChatRequest {
+    /// The question (trimmed; not empty; at most 100,000 bytes).
+    #[schema(
+        min_length = 1,
+        pattern = "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]",
+        example = "why did the pod crash?"
+    )]
     content: String,
 }
 
+/// Answer of `POST /api/v1/sessions/{id}/chat/messages`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ChatResponse {
+    /// The session's chat (opened by its first question).
+    chat_id: String,
+    /// The question.
+    message_id: String,
+    /// The stage answering it; the answer streams over the WebSocket.
+    stage_id: String,
+}
+
 /// `POST /api/v1/sessions/{id}/chat/messages`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/sessions/{id}/chat/messages",
+    tag = "chat",
+    summary = "Ask a follow-up question",
+    description = "Asks about a finished investigation. The first question opens the \
+        session's chat; the answer streams over the WebSocket like a stage.",
+    params(("id" = String, Path, description = "Session id")),
+    request_body(content = ChatRequest, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Accepted: a stage is answering.", body = ChatResponse),
+        (status = 400, description = "Malformed JSON, an unknown field, empty content, chat \
+            disabled for the chain, an undecodable path.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 409, description = "The session has not finished (or was cancelled), or a \
+            previous question is still being answered.", body = ErrorBody),
+        (status = 413, description = "The message or the body over its limit.", body = ErrorBody),
+        (status = 500, description = "Unexpected failure.", body = ErrorBody),
+        (status = 503, description = "The orchestrator cannot take work now.", body = ErrorBody),
+    )
+)]
 pub(crate) async fn send_chat_message(
     State(api): State<AppState>,
     ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
     body: Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<ChatResponse>)> {
     let body = read_body(&headers, body, api.chat_body_limit()).await?;
     let request: ChatRequest = parse_body(&body, "chat message")?;
     let content = request.content.trim().to_string();
@@ -773,17 +1128,30 @@ pub(crate) async fn send_chat_message(
         })?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({
-            "chat_id": accepted.chat_id,
-            "message_id": accepted.message_id,
-            "stage_id": accepted.stage_id,
-        })),
+        Json(ChatResponse {
+            chat_id: accepted.chat_id,
+            message_id: accepted.message_id,
+            stage_id: accepted.stage_id,
+        }),
     ))
 }
 
 // ------------------------------------------------------------ system
 
 /// `GET /api/v1/system/configuration`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/system/configuration",
+    tag = "system",
+    summary = "The configuration",
+    description = "Chains, agents, LLM providers and MCP servers as the dashboard shows them; \
+        never a secret.",
+    responses(
+        (status = 200, description = "The configuration.", body = SystemConfiguration),
+        (status = 404, description = "The API was started without a configuration view.", body = ErrorBody),
+        (status = 503, description = "The configuration cannot be read now.", body = ErrorBody),
+    )
+)]
 pub(crate) async fn system_configuration(
     State(api): State<AppState>,
 ) -> ApiResult<Json<SystemConfiguration>> {
@@ -801,6 +1169,21 @@ pub(crate) async fn system_configuration(
 // ------------------------------------------------------------ trace
 
 /// `GET /api/v1/sessions/{id}/trace`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}/trace",
+    tag = "trace",
+    summary = "A session's LLM and MCP calls",
+    description = "Trace level 1: the LLM and MCP interactions grouped stage → execution, and \
+        the session-level LLM interactions (executive summary).",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "The trace.", body = SessionTrace),
+        (status = 400, description = "An undecodable path.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 500, description = "Unexpected failure.", body = ErrorBody),
+    )
+)]
 pub(crate) async fn trace(
     State(api): State<AppState>,
     ApiPath(id): ApiPath<String>,
@@ -808,13 +1191,27 @@ pub(crate) async fn trace(
     Ok(Json(api.store.session_trace(&id).await?))
 }
 
-#[derive(Debug, Serialize)]
-struct LlmDetail {
+/// Where the conversation of an LLM call's detail came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ConversationSource {
+    /// The execution's stored messages up to `last_message_id`.
+    Messages,
+    /// The request itself (self-contained calls: summarization, executive
+    /// summary).
+    Inline,
+    /// Neither is available.
+    None,
+}
+
+/// Answer of `GET /api/v1/sessions/{id}/trace/llm/{interaction_id}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct LlmDetail {
     #[serde(flatten)]
     interaction: LlmInteraction,
-    /// Where `conversation` came from: `messages` (the message table up to
-    /// `last_message_id`), `inline` (the request itself) or `none`.
-    conversation_source: &'static str,
+    /// Where `conversation` came from.
+    conversation_source: ConversationSource,
+    /// The messages sent with the call.
     conversation: Vec<ConversationMessage>,
 }
 
@@ -825,10 +1222,27 @@ fn interaction_not_found(kind: &str, interaction_id: &str, session_id: &str) -> 
 }
 
 /// `GET /api/v1/sessions/{id}/trace/llm/{interaction_id}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}/trace/llm/{interaction_id}",
+    tag = "trace",
+    summary = "One LLM call",
+    description = "Trace level 2: one LLM call with the conversation it was sent.",
+    params(
+        ("id" = String, Path, description = "Session id"),
+        ("interaction_id" = String, Path, description = "LLM interaction id"),
+    ),
+    responses(
+        (status = 200, description = "The call.", body = LlmDetail),
+        (status = 400, description = "An undecodable path.", body = ErrorBody),
+        (status = 404, description = "No such session, or no such interaction in it.", body = ErrorBody),
+        (status = 500, description = "Unexpected failure.", body = ErrorBody),
+    )
+)]
 pub(crate) async fn llm_interaction(
     State(api): State<AppState>,
     ApiPath((id, interaction_id)): ApiPath<(String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<LlmDetail>> {
     api.store.get_session(&id).await?;
     let interaction = match api.store.get_llm_interaction(&interaction_id).await {
         Ok(i) if i.scope.session_id == id => i,
@@ -840,7 +1254,7 @@ pub(crate) async fn llm_interaction(
     let (conversation_source, conversation) = match &interaction.last_message_id {
         Some(last) => match api.store.list_messages_up_to(last).await {
             Ok(messages) => (
-                "messages",
+                ConversationSource::Messages,
                 messages
                     .into_iter()
                     .map(|m| ConversationMessage {
@@ -852,30 +1266,47 @@ pub(crate) async fn llm_interaction(
                     })
                     .collect(),
             ),
-            Err(StoreError::NotFound { .. }) => ("none", Vec::new()),
+            Err(StoreError::NotFound { .. }) => (ConversationSource::None, Vec::new()),
             Err(e) => return Err(e.into()),
         },
         None => match interaction.llm_request.get("messages") {
             Some(inline) => {
                 match serde_json::from_value::<Vec<ConversationMessage>>(inline.clone()) {
-                    Ok(messages) => ("inline", messages),
+                    Ok(messages) => (ConversationSource::Inline, messages),
                     Err(e) => {
                         tracing::warn!(%interaction_id, error = %e, "inline conversation unreadable");
-                        ("none", Vec::new())
+                        (ConversationSource::None, Vec::new())
                     }
                 }
             }
-            None => ("none", Vec::new()),
+            None => (ConversationSource::None, Vec::new()),
         },
     };
-    Ok(Json(json!(LlmDetail {
+    Ok(Json(LlmDetail {
         interaction,
         conversation_source,
         conversation,
-    })))
+    }))
 }
 
 /// `GET /api/v1/sessions/{id}/trace/mcp/{interaction_id}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}/trace/mcp/{interaction_id}",
+    tag = "trace",
+    summary = "One MCP call",
+    description = "Trace level 2: one MCP call with its arguments and result.",
+    params(
+        ("id" = String, Path, description = "Session id"),
+        ("interaction_id" = String, Path, description = "MCP interaction id"),
+    ),
+    responses(
+        (status = 200, description = "The call.", body = McpInteraction),
+        (status = 400, description = "An undecodable path.", body = ErrorBody),
+        (status = 404, description = "No such session, or no such interaction in it.", body = ErrorBody),
+        (status = 500, description = "Unexpected failure.", body = ErrorBody),
+    )
+)]
 pub(crate) async fn mcp_interaction(
     State(api): State<AppState>,
     ApiPath((id, interaction_id)): ApiPath<(String, String)>,
@@ -887,5 +1318,67 @@ pub(crate) async fn mcp_interaction(
             Err(interaction_not_found("MCP", &interaction_id, &id))
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The characters of `NOT_BLANK`'s class, its escapes and ranges decoded.
+    fn not_blank_class() -> Vec<char> {
+        let class = NOT_BLANK
+            .strip_prefix("[^")
+            .and_then(|c| c.strip_suffix(']'))
+            .unwrap();
+        let mut chars = Vec::new();
+        let mut rest = class;
+        while !rest.is_empty() {
+            let (c, tail) = match rest.strip_prefix('\\') {
+                None => (rest.chars().next().unwrap(), &rest[1..]),
+                Some(esc) => match esc.as_bytes()[0] {
+                    b't' => ('\t', &esc[1..]),
+                    b'n' => ('\n', &esc[1..]),
+                    b'f' => ('\u{c}', &esc[1..]),
+                    b'r' => ('\r', &esc[1..]),
+                    b'x' => (hex(&esc[1..3]), &esc[3..]),
+                    b'u' => (hex(&esc[1..5]), &esc[5..]),
+                    other => panic!("unexpected escape {}", other as char),
+                },
+            };
+            match chars.last() {
+                Some('-') if chars.len() >= 2 => {
+                    chars.pop();
+                    let from = chars.pop().unwrap();
+                    chars.extend(from..=c);
+                }
+                _ => chars.push(c),
+            }
+            rest = tail;
+        }
+        chars
+    }
+
+    fn hex(digits: &str) -> char {
+        char::from_u32(u32::from_str_radix(digits, 16).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn not_blank_pattern_lists_exactly_what_trim_removes() {
+        let mut listed = not_blank_class();
+        listed.sort();
+        let whitespace: Vec<char> = (char::MIN..=char::MAX)
+            .filter(|c| c.is_whitespace())
+            .collect();
+        assert_eq!(listed, whitespace);
+
+        let doc = serde_json::to_value(crate::openapi()).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        for pattern in [
+            &schemas["AlertRequest"]["properties"]["alert_type"]["pattern"],
+            &schemas["ChatRequest"]["properties"]["content"]["pattern"],
+        ] {
+            assert_eq!(pattern, NOT_BLANK);
+        }
     }
 }

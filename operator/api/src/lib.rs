@@ -5,7 +5,9 @@
 //! [`tarsy_events::EventHub`], and hands everything that changes a session
 //! (alert submission, cancellation, chat) to a [`SessionControl`]: the local
 //! driver in local mode, `Alert` resources in cluster mode. Every endpoint is
-//! documented in `API.md` beside this crate.
+//! documented in `API.md` beside this crate, and the REST endpoints in the
+//! OpenAPI document generated from this crate's types ([`openapi()`], served
+//! at `GET /api/v1/openapi.json`).
 //!
 //! ```no_run
 //! # async fn demo(store: tarsy_store::Store, control: std::sync::Arc<dyn tarsy_api::SessionControl>) -> std::io::Result<()> {
@@ -22,6 +24,7 @@ mod control;
 pub mod dashboard;
 mod error;
 mod handlers;
+mod openapi;
 mod system;
 mod ws;
 
@@ -31,7 +34,7 @@ use std::sync::atomic::AtomicUsize;
 use axum::Router;
 use axum::http::HeaderMap;
 use axum::http::header::{HOST, ORIGIN};
-use axum::routing::{get, post};
+use axum::routing::get;
 use tarsy_events::EventHub;
 use tarsy_store::Store;
 
@@ -41,7 +44,8 @@ pub use control::{
     SessionControl, SubmitError, SystemWarning, SystemWarningsSource,
 };
 pub use dashboard::{Asset, Dashboard};
-pub use error::{ApiError, ApiResult};
+pub use error::{ApiError, ApiResult, ErrorBody, ErrorCode};
+pub use openapi::{openapi, openapi_json};
 pub use system::{
     AgentView, AlertObject, ChainView, ClusterObjectsSource, ExecutionObject, LlmProviderView,
     McpServerView, SessionObjects, StageView, SystemConfiguration, SystemConfigurationSource,
@@ -169,40 +173,14 @@ impl Api {
             .saturating_add(BODY_OVERHEAD)
     }
 
-    /// The routes of seed 001's table, the session list, the WebSocket and,
-    /// when configured, the dashboard.
+    /// The REST routes (those of the OpenAPI document, which is one of
+    /// them), the WebSocket and, when configured, the dashboard.
     pub fn router(self) -> Router {
         let dashboard = self.config.dashboard;
         let state = Arc::new(self);
-        let api = Router::new()
-            .route("/health", get(handlers::health))
-            .route("/api/v1/alerts", post(handlers::submit_alert))
-            .route("/api/v1/sessions", get(handlers::list_sessions))
-            .route("/api/v1/sessions/{id}", get(handlers::get_session))
-            .route(
-                "/api/v1/sessions/{id}/cancel",
-                post(handlers::cancel_session),
-            )
-            .route(
-                "/api/v1/sessions/{id}/chat/messages",
-                post(handlers::send_chat_message),
-            )
-            .route("/api/v1/sessions/{id}/timeline", get(handlers::timeline))
-            .route("/api/v1/sessions/{id}/trace", get(handlers::trace))
-            .route(
-                "/api/v1/sessions/{id}/trace/llm/{interaction_id}",
-                get(handlers::llm_interaction),
-            )
-            .route(
-                "/api/v1/sessions/{id}/trace/mcp/{interaction_id}",
-                get(handlers::mcp_interaction),
-            )
-            .route(
-                "/api/v1/system/configuration",
-                get(handlers::system_configuration),
-            )
+        let (rest, _) = openapi::routes().split_for_parts();
+        let api = rest
             .route("/api/v1/ws", get(ws::upgrade))
-            .route("/metrics", get(handlers::metrics))
             .fallback(handlers::not_found)
             .method_not_allowed_fallback(handlers::method_not_allowed)
             .layer(axum::middleware::from_fn(count_request))

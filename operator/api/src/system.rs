@@ -11,9 +11,10 @@
 
 use async_trait::async_trait;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 /// The configuration as the dashboard shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct SystemConfiguration {
     /// `local` (`tarsy serve`) or `cluster` (`tarsy api`).
     pub mode: String,
@@ -31,7 +32,7 @@ pub struct SystemConfiguration {
 }
 
 /// One chain.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct ChainView {
     /// Name.
     pub name: String,
@@ -57,7 +58,7 @@ pub struct ChainView {
 }
 
 /// One stage of a chain.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct StageView {
     /// Name.
     pub name: String,
@@ -74,7 +75,7 @@ pub struct StageView {
 }
 
 /// One agent.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct AgentView {
     /// Name.
     pub name: String,
@@ -94,7 +95,7 @@ pub struct AgentView {
 }
 
 /// One LLM provider (no credentials).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct LlmProviderView {
     /// Name.
     pub name: String,
@@ -114,7 +115,7 @@ pub struct LlmProviderView {
 
 /// One MCP server (its transport only: commands, URLs and headers may hold
 /// secrets).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct McpServerView {
     /// Name.
     pub name: String,
@@ -135,7 +136,7 @@ pub trait SystemConfigurationSource: Send + Sync {
 }
 
 /// The `Alert` resource behind a session (cluster mode).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct AlertObject {
     /// Namespace.
     pub namespace: String,
@@ -147,7 +148,7 @@ pub struct AlertObject {
 }
 
 /// The `AgentExecution` resource (and its pod) behind an execution.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct ExecutionObject {
     /// Namespace.
     pub namespace: String,

@@ -5,13 +5,13 @@ use std::sync::atomic::Ordering;
 
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::{AppState, origin_allowed};
 
 /// Client frames waiting to be handled; a client flooding faster than that
@@ -32,8 +32,7 @@ pub(crate) async fn upgrade(
 ) -> Response {
     if !origin_allowed(&headers, &api.config.allowed_ws_origins) {
         return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             "this origin may not open the WebSocket",
         )
         .into_response();

@@ -185,11 +185,13 @@ pub type ToolFilter = BTreeMap<String, Vec<String>>;
 /// A per-alert MCP selection override: replaces (never merges with) the
 /// servers the chain would use.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 // A misspelt field (`tool` for `tools`) must be refused, not ignored: an
 // ignored restriction silently allows every tool.
 #[serde(deny_unknown_fields)]
 pub struct McpSelection {
     /// The complete server set for this alert.
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub servers: Vec<McpServerSelection>,
     /// Native tools override (Gemini), by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -198,9 +200,11 @@ pub struct McpSelection {
 
 /// One server of an [`McpSelection`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct McpServerSelection {
     /// MCP server name.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub name: String,
     /// Allowed tools; absent or empty means all tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -7,6 +7,7 @@ use crate::status::MessageRole;
 
 /// A tool invocation requested by the model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCall {
     /// Provider call id, echoed back in the tool result.
     pub id: String,
@@ -42,6 +43,7 @@ pub struct ToolResult {
 
 /// One message of an LLM conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ConversationMessage {
     /// Who speaks.
     pub role: MessageRole,
@@ -104,6 +106,7 @@ impl ConversationMessage {
 
 /// Token consumption, per call or accumulated over an execution.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TokenUsage {
     /// Prompt tokens.
     pub input_tokens: i64,

@@ -18,6 +18,7 @@ use crate::status::{
 /// Identifies where a record belongs. Stage and execution are absent for
 /// session-level records (the executive summary).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RecordScope {
     /// Session (alert) id.
     pub session_id: String,
@@ -46,6 +47,7 @@ pub struct NewTimelineEvent {
 
 /// A stored timeline event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TimelineEvent {
     /// Event id.
     pub id: String,

@@ -18,8 +18,12 @@ macro_rules! wire_enum {
     ($(#[$meta:meta])* $name:ident, $kind:literal { $($(#[$vmeta:meta])* $variant:ident = $wire:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $wire)] $variant),+
+            // utoipa does not see a macro-substituted literal in `serde(rename)`:
+            // it is repeated in `schema(rename)`, which it parses.
+            $($(#[$vmeta])* #[serde(rename = $wire)]
+            #[cfg_attr(feature = "openapi", schema(rename = $wire))] $variant),+
         }
 
         impl $name {

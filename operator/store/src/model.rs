@@ -76,6 +76,7 @@ pub struct NewSession {
 
 /// A stored session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Session {
     /// Session id.
     pub id: String,
@@ -149,6 +150,7 @@ from_row!(Session, |row| {
 /// A session as the list shows it: everything but the large text fields
 /// (alert data and final analysis can be up to a MiB each).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionSummary {
     /// Session id.
     pub id: String,
@@ -230,6 +232,7 @@ pub struct SessionFilter {
 
 /// A column the session list can be ordered by.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SessionSortKey {
     /// Submission time.
@@ -358,6 +361,7 @@ pub struct NewStage {
 
 /// A stored stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Stage {
     /// Stage id.
     pub id: String,
@@ -437,6 +441,7 @@ pub struct NewAgentExecution {
 
 /// A stored agent execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentExecution {
     /// Execution id.
     pub id: String,
@@ -576,6 +581,7 @@ macro_rules! usage_from_row {
 
 /// A stored LLM interaction (trace level 2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LlmInteraction {
     /// Interaction id.
     pub id: String,
@@ -633,6 +639,7 @@ from_row!(LlmInteraction, |row| {
 
 /// An LLM interaction as the trace list shows it (no request/response bodies).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LlmInteractionSummary {
     /// Interaction id.
     pub id: String,
@@ -675,6 +682,7 @@ from_row!(LlmInteractionSummary, |row| {
 
 /// A stored MCP interaction (trace level 2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpInteraction {
     /// Interaction id.
     pub id: String,
@@ -723,6 +731,7 @@ from_row!(McpInteraction, |row| {
 
 /// An MCP interaction as the trace list shows it (no argument/result bodies).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpInteractionSummary {
     /// Interaction id.
     pub id: String,
@@ -763,6 +772,7 @@ from_row!(McpInteractionSummary, |row| {
 /// The trace list of a session (trace level 1): interactions grouped stage →
 /// execution, plus session-level LLM calls (executive summary).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionTrace {
     /// Stages in stage order.
     pub stages: Vec<TraceStage>,
@@ -772,6 +782,7 @@ pub struct SessionTrace {
 
 /// One stage of a [`SessionTrace`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TraceStage {
     /// Stage id.
     pub stage_id: String,
@@ -785,6 +796,7 @@ pub struct TraceStage {
 
 /// One execution of a [`TraceStage`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TraceExecution {
     /// Execution id.
     pub execution_id: String,

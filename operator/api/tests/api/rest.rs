@@ -374,6 +374,14 @@ async fn session_list_filters_and_pages(store: Store) {
             "include_deleted=maybe",
             "include_deleted must be true or false",
         ),
+        // Present means given: no empty or padded value stands for the default.
+        ("order=", "order must be asc or desc"),
+        ("sort=", "sort must be one of"),
+        ("needs_attention=", "needs_attention must be true or false"),
+        ("include_deleted=1", "include_deleted must be true or false"),
+        ("page=%202", "page must be an integer"),
+        ("status=pending,,failed", "unknown session status \"\""),
+        ("status=", "unknown session status \"\""),
     ] {
         let (status, body) = app.get(&format!("/api/v1/sessions?{query}")).await;
         assert_eq!(status, 400, "{query}: {body}");
@@ -948,6 +956,25 @@ async fn health_shows_warnings_raised_through_the_store(store: Store) {
     assert_eq!(body["status"], "healthy", "{body}");
 }
 
+/// Both modes serve the document the code generates (the one the dashboard's
+/// types come from).
+async fn openapi_document_is_served(store: Store) {
+    let app = TestApp::start(store).await;
+    let r = app
+        .http
+        .get(app.url("/api/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let served: Value = r.json().await.unwrap();
+    let generated: Value = serde_json::from_str(&tarsy_api::openapi_json()).unwrap();
+    assert_eq!(served, generated);
+    assert_eq!(served["info"]["title"], "TARSy API");
+    assert!(served["paths"]["/api/v1/sessions/{id}"]["get"].is_object());
+}
+
 async fn unknown_routes_are_json_404s(store: Store) {
     let app = TestApp::start(store).await;
     let (status, body) = app.get("/api/v1/nothing-here").await;
@@ -970,6 +997,7 @@ on_both_backends!(
     health_reports_database_mcp_and_warnings,
     health_shows_warnings_raised_through_the_store,
     unknown_routes_are_json_404s,
+    openapi_document_is_served,
     nul_in_any_input_is_never_a_500,
     every_error_is_json_and_names_the_problem,
 );
