@@ -15,12 +15,16 @@
 //! stalls in the client), and whether each event is written on its own, as a
 //! provider streaming tokens does. [`FakeOpenAi::timings`] tells when each
 //! request arrived and when its answer was handed to the socket.
+//!
+//! A [`FakeReply::paced`] answer is a slow model: a pause before each event,
+//! so that a test can act (stop the LLM service) while it is in flight;
+//! [`FakeOpenAi::events_written`] tells how far each answer has got.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -41,6 +45,14 @@ pub enum FakeReply {
     /// `created`, `model` echoed from the request) is added when sent, then
     /// `data: [DONE]` ends the stream.
     Stream(Vec<Value>),
+    /// `reply` (a stream) with a pause before each event after the first:
+    /// a slow model, so that a test can act while the answer is in flight.
+    Paced {
+        /// The pause between two events.
+        gap: Duration,
+        /// The answer.
+        reply: Box<FakeReply>,
+    },
     /// A plain HTTP error with a JSON body.
     Error {
         /// HTTP status.
@@ -87,8 +99,8 @@ impl FakeReply {
         FakeReply::Stream(chunks)
     }
 
-    /// Appends OpenAI's usage-only chunk (`choices: []`) to a stream; errors
-    /// are returned unchanged.
+    /// Appends OpenAI's usage-only chunk (`choices: []`) to a stream (also a
+    /// paced one); errors are returned unchanged.
     pub fn with_usage(self, prompt_tokens: u64, completion_tokens: u64) -> Self {
         match self {
             FakeReply::Stream(mut chunks) => {
@@ -99,7 +111,20 @@ impl FakeReply {
                 }}));
                 FakeReply::Stream(chunks)
             }
+            FakeReply::Paced { gap, reply } => FakeReply::Paced {
+                gap,
+                reply: Box::new(reply.with_usage(prompt_tokens, completion_tokens)),
+            },
             other => other,
+        }
+    }
+
+    /// This answer streamed slowly, `gap` between two events (errors are
+    /// written at once all the same).
+    pub fn paced(self, gap: Duration) -> Self {
+        FakeReply::Paced {
+            gap,
+            reply: Box::new(self),
         }
     }
 
@@ -208,6 +233,8 @@ struct Shared {
     replies: Mutex<VecDeque<FakeReply>>,
     requests: Mutex<Vec<RecordedRequest>>,
     timings: Mutex<Vec<RequestTiming>>,
+    /// Per request (as `timings`): stream events handed to the connection.
+    written: Mutex<Vec<usize>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -272,6 +299,12 @@ impl FakeOpenAi {
         lock(&self.shared.timings).clone()
     }
 
+    /// How many events of each request's streamed answer have been handed
+    /// to the connection so far, in request order (0 for error answers).
+    pub fn events_written(&self) -> Vec<usize> {
+        lock(&self.shared.written).clone()
+    }
+
     /// Replies queued but not used.
     pub fn unused_replies(&self) -> usize {
         lock(&self.shared.replies).len()
@@ -299,6 +332,7 @@ async fn handle(
             received,
             answered: None,
         });
+        lock(&shared.written).push(0);
         timings.len() - 1
     };
     let response = answer(&shared, method, uri, headers, body, slot);
@@ -344,11 +378,18 @@ fn answer(
     }
     // The request count is the sequence number: ids stay unique per call.
     let n = lock(&shared.requests).len();
-    let reply = lock(&shared.replies).pop_front();
+    let (reply, gap) = match lock(&shared.replies).pop_front() {
+        Some(FakeReply::Paced { gap, reply }) => (Some(*reply), Some(gap)),
+        other => (other, None),
+    };
     match reply {
         None => failure(
             StatusCode::BAD_REQUEST,
             "fake endpoint: no scripted reply left for this request",
+        ),
+        Some(FakeReply::Paced { .. }) => failure(
+            StatusCode::BAD_REQUEST,
+            "fake endpoint: a paced reply must wrap a stream or an error",
         ),
         Some(FakeReply::Error { status, body }) => (
             StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
@@ -381,11 +422,24 @@ fn answer(
                     async move {
                         // Yielding makes hyper flush what it has buffered:
                         // one write per event, as a token stream arrives.
-                        if each && first_sent {
+                        if each && first_sent && gap.is_none() {
                             tokio::task::yield_now().await;
                         }
                         match rest.next() {
-                            Some(event) => Some((event, (rest, true))),
+                            Some(event) => {
+                                // Before an event, not before the end: a
+                                // client that has read `[DONE]` may hang up,
+                                // and the answer is complete by then.
+                                if let (true, Some(gap)) = (first_sent, gap) {
+                                    tokio::time::sleep(gap).await;
+                                }
+                                // Counted as handed to hyper; once the
+                                // client is gone it stops polling for more.
+                                if let Some(n) = lock(&done.written).get_mut(slot) {
+                                    *n += 1;
+                                }
+                                Some((event, (rest, true)))
+                            }
                             None => {
                                 mark_answered(&done, slot);
                                 None
@@ -430,6 +484,13 @@ mod tests {
             assert_eq!(parts.concat(), s);
         }
         assert_eq!(split_in_three(r#"{"a":1}"#).len(), 3);
+    }
+
+    #[test]
+    fn a_paced_answer_keeps_its_usage_inside() {
+        let gap = Duration::from_millis(5);
+        let paced = FakeReply::text(&["hi"]).paced(gap).with_usage(10, 2);
+        assert_eq!(paced, FakeReply::text(&["hi"]).with_usage(10, 2).paced(gap));
     }
 
     #[test]

@@ -14,7 +14,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -163,8 +163,22 @@ impl LlmService {
 
     /// Like [`LlmService::start`] with an explicit console script.
     pub async fn start_at(script: &Path, env: &[(&str, &str)]) -> Result<Self, LlmServiceError> {
+        Self::spawn(script, "127.0.0.1:0", env).await
+    }
+
+    /// Like [`LlmService::start`] on a given `host:port`: a replacement for
+    /// a stopped instance on the address clients already use (a restart).
+    pub async fn start_on(listen: &str, env: &[(&str, &str)]) -> Result<Self, LlmServiceError> {
+        Self::spawn(&locate()?, listen, env).await
+    }
+
+    async fn spawn(
+        script: &Path,
+        listen: &str,
+        env: &[(&str, &str)],
+    ) -> Result<Self, LlmServiceError> {
         let mut cmd = Command::new(script);
-        cmd.args(["--listen", "127.0.0.1:0"])
+        cmd.args(["--listen", listen])
             // The command line wins anyway; removing it keeps the log honest.
             .env_remove("TARSY_LLM_LISTEN")
             // Provider calls go to loopback fakes, never through a proxy.
@@ -260,6 +274,44 @@ impl LlmService {
     /// Process id (for diagnostics).
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// SIGKILL (a crash, an OOM kill): the process ends at once, cutting
+    /// the calls it is serving. Returns once it is reaped.
+    pub fn kill(&mut self) -> std::io::Result<ExitStatus> {
+        self.child.kill()?;
+        self.child.wait()
+    }
+
+    /// SIGTERM (a rollout, a node drain): the service drains, letting the
+    /// calls it is serving finish. Does not wait; see
+    /// [`LlmService::wait_exit`].
+    pub fn terminate(&self) -> std::io::Result<()> {
+        // `kill(1)` rather than a libc binding: one signal, no new dependency.
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .stdin(Stdio::null())
+            .status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!("kill -TERM: {status}")))
+        }
+    }
+
+    /// The exit status once the process has ended, or `None` if it still
+    /// runs after `timeout`.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok(None) | Err(_) => return None,
+            }
+        }
     }
 }
 
