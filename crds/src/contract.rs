@@ -24,6 +24,12 @@ pub use crate::agent_execution::{STOP_ANNOTATION, STOP_CANCELLED, STOP_TIMED_OUT
 /// own deletion hides them).
 pub const EXPIRED_ANNOTATION: &str = "tarsy.dev/expired";
 
+/// Annotation the API sets on a finished Alert to ask for a follow-up chat
+/// answer: the id of the chat stage (in Postgres) whose AgentExecution the
+/// operator is to create. The API writes the question's records; the
+/// operator alone writes AgentExecutions.
+pub const CHAT_ANNOTATION: &str = "tarsy.dev/chat-stage";
+
 /// Label: name of the Alert an execution or pod belongs to.
 pub const LABEL_ALERT: &str = "tarsy.dev/alert";
 /// Label: name of the AgentExecution a pod runs.

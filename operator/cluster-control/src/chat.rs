@@ -1,36 +1,26 @@
-//! Follow-up chat in cluster mode: the same rules as local mode (terminal
-//! sessions only — cancelled ones excepted —, chat enabled for the chain,
-//! one answer at a time per chat, no orphan question when refused), but the
-//! answer is an `AgentExecution` of kind `chat` owned by the Alert: the
-//! operator runs its pod and the runner answers with the whole session
-//! timeline as context, then closes the chat stage.
-//!
-//! The operator's Alert reconcile stops at terminal phases, so the API
-//! creates this execution itself (the one deviation from "AgentExecutions
-//! are written by the operator only"); everything about it — name, labels,
-//! owner reference, Postgres ids — is what the operator would produce.
+//! Follow-up chat in cluster mode. The rules and the submission are
+//! [`tarsy_exec::chat`]'s; here the answer is an `AgentExecution` of kind
+//! `chat` owned by the Alert. The API stores the question's records and
+//! asks for the answer through the Alert ([`CHAT_ANNOTATION`]); the
+//! operator, the only writer of AgentExecutions, creates it; its pod's
+//! runner answers with the whole session timeline as context, then closes
+//! the chat stage.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams};
 use tarsy_api::{ChatAccepted, ChatError, ChatSubmission};
-use tarsy_config::{Config, resolved_spec};
+use tarsy_config::Config;
 use tarsy_core::ExecutionStatus;
-use tarsy_crds::contract::{ExecutionRequest, execution_for};
-use tarsy_crds::{AgentExecution, Alert, ChatRequestSpec, ExecutionKind, StageRef};
+use tarsy_crds::Alert;
+use tarsy_crds::contract::CHAT_ANNOTATION;
 use tarsy_exec::chat::{ChatEdge, ChatStore, Question};
-use tarsy_exec::ids::CHAT_STAGE_NAME;
 use tarsy_store::{Chat, Session, Stage};
 
 use crate::{KubeSessionControl, kube_message, transient};
-
-/// Longest question an AgentExecution carries (its schema bound); longer
-/// questions are clipped there, the stored question stays whole.
-const MAX_SPEC_QUESTION_CHARS: usize = 16_384;
 
 /// How long a chat stage may exist without its AgentExecution before it is
 /// taken for the remains of a submission that died half-way.
@@ -118,18 +108,26 @@ impl ChatEdge for ClusterChat<'_> {
 
     fn unclaim(&self, _chat_id: &str) {}
 
+    /// Asks the operator for the answer's AgentExecution: the Alert's
+    /// [`CHAT_ANNOTATION`] names the question's stage (the operator alone
+    /// writes AgentExecutions).
     async fn prepare(&self, question: &Question) -> Result<(), ChatError> {
         let alert = self
             .alert()
             .ok_or_else(|| ChatError::Internal("chat prepared before it was claimed".into()))?;
-        let ae = execution(&alert, question);
-        let name = ae.name_any();
+        let patch = serde_json::json!({
+            "metadata": {"annotations": {CHAT_ANNOTATION: question.answer.stage_id}}
+        });
         self.ctl
-            .api::<AgentExecution>()
-            .create(&PostParams::default(), &ae)
+            .api::<Alert>()
+            .patch(
+                &alert.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
-            .map_err(|e| chat_kube("creating the chat AgentExecution", e))?;
-        tracing::info!(session_id = %question.session.id, execution = %name, stage_id = %question.answer.stage_id, "chat answer started");
+            .map_err(|e| chat_kube("asking for the chat answer on the Alert", e))?;
+        tracing::info!(session_id = %question.session.id, stage_id = %question.answer.stage_id, "chat answer requested");
         Ok(())
     }
 
@@ -188,39 +186,4 @@ async fn close_if_ended(
         .await
         .map_err(internal)?;
     Ok(true)
-}
-
-/// The chat AgentExecution, the object the operator's contract gives.
-fn execution(alert: &Alert, question: &Question) -> AgentExecution {
-    let deadline = k8s_openapi::jiff::Timestamp::now()
-        .checked_add(
-            k8s_openapi::jiff::SignedDuration::try_from(question.agent.timeout).unwrap_or_default(),
-        )
-        .ok()
-        .map(Time);
-    let answer = &question.answer;
-    let config = &question.agent.config;
-    execution_for(
-        alert,
-        &question.session.chain_id,
-        ExecutionRequest {
-            stage: StageRef {
-                index: answer.stage_index,
-                name: CHAT_STAGE_NAME.to_string(),
-                id: Some(answer.stage_id.clone()),
-            },
-            agent_name: config.agent_name.clone(),
-            display_name: config.display_name.clone(),
-            agent_index: 1,
-            kind: ExecutionKind::Chat,
-            resolved: resolved_spec(config),
-            chat: Some(ChatRequestSpec {
-                chat_id: answer.chat_id.clone(),
-                message_id: question.message.id.clone(),
-                question: tarsy_crds::clip(&question.message.content, MAX_SPEC_QUESTION_CHARS),
-                author: Some(question.author.clone()),
-            }),
-            deadline,
-        },
-    )
 }

@@ -2,14 +2,18 @@
 //! chat as Kubernetes resources (DESIGN §3, §8).
 //!
 //! - an alert becomes an `Alert` (generated name `api-…`); its UID is the
-//!   session id, and the session row is written at once (masked exactly as
-//!   the operator masks it, idempotent) so the session can be read right
-//!   after the answer;
+//!   session id. The operator writes the session row (masked) when it
+//!   reconciles the Alert; the answer waits briefly for it, so the session
+//!   can be read right after;
 //! - cancel sets `spec.cancel` on a running Alert, or puts the operator's
 //!   stop annotation on the finished Alert's running chat execution;
-//! - a chat question becomes an `AgentExecution` of kind `chat` owned by the
-//!   Alert, with the same deterministic names, labels and Postgres ids as the
-//!   operator's executions; the operator runs its pod, the runner answers.
+//! - a chat question's records are stored here and the Alert asks the
+//!   operator for its `AgentExecution` of kind `chat`
+//!   ([`tarsy_crds::contract::CHAT_ANNOTATION`]); the operator runs its pod,
+//!   the runner answers.
+//!
+//! One writer per record: the operator writes the session row and every
+//! AgentExecution; this crate writes Alerts and chat questions.
 //!
 //! [`health::ClusterHealth`] is what `/health` reports besides the
 //! database: MCP servers' `lastHealth`, warnings (failed servers, open
@@ -44,8 +48,11 @@ use tarsy_crds::{
     Agent, AgentExecution, Alert, AlertPhase, AlertSource, AlertSpec, Chain, ExecutionKind,
     LLMProvider, MCPServer, McpSelectionSpec,
 };
-use tarsy_exec::admission::{alert_masker, check_alert, new_session};
+use tarsy_exec::admission::{alert_masker, check_alert};
 use tarsy_store::{Store, StoreError};
+
+/// How long an alert submission waits for the operator's session row.
+const SESSION_ROW_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Prefix of the names of Alerts submitted through the API.
 pub const ALERT_NAME_PREFIX: &str = "api-";
@@ -59,8 +66,8 @@ pub struct KubeSessionControl {
     store: Store,
     namespace: String,
     defaults: Defaults,
-    /// Masks alert data before it is stored, as the operator does
-    /// (`None`: masking unavailable, data stored unmasked — fail-open).
+    /// Masks chat questions before they are stored, as alert data is
+    /// (`None`: masking unavailable, stored unmasked — fail-open).
     alert_masker: Option<tarsy_masking::MaskingService>,
     /// Where `session.status` of new and cancelling sessions is published.
     publisher: Option<Arc<dyn EventPublisher>>,
@@ -87,9 +94,10 @@ impl KubeSessionControl {
         }
     }
 
-    /// Publishes `session.status` (pending on submission, cancelling on a
-    /// cancel request) and accepted chat questions through `publisher`, as
-    /// local mode does, so session lists and chats update live.
+    /// Publishes `session.status` (cancelling on a cancel request) and
+    /// accepted chat questions through `publisher`, as local mode does, so
+    /// session lists and chats update live (the operator publishes the
+    /// rest).
     pub fn with_publisher(mut self, publisher: Arc<dyn EventPublisher>) -> Self {
         self.publisher = Some(publisher);
         self
@@ -170,21 +178,20 @@ impl KubeSessionControl {
             .collect())
     }
 
-    /// Creates the session row the operator would create (same masking,
-    /// same fields): idempotent, whichever writer comes first.
-    async fn create_session_row(
-        &self,
-        alert: &Alert,
-        uid: &str,
-        chain: &str,
-    ) -> Result<bool, StoreError> {
-        let row = new_session(
-            uid,
-            chain,
-            &tarsy_crds::contract::submission_of(alert, ""),
-            self.alert_masker.as_ref(),
+    /// Waits (at most [`SESSION_ROW_WAIT`]) until the operator has written
+    /// the session row of a just-created Alert.
+    async fn wait_for_session_row(&self, session_id: &str) {
+        let deadline = tokio::time::Instant::now() + SESSION_ROW_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            if self.store.get_session(session_id).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        tracing::info!(
+            session_id,
+            "the operator has not written the session row yet"
         );
-        self.store.create_session(row).await.map(|c| c.created)
     }
 }
 
@@ -294,15 +301,10 @@ impl SessionControl for KubeSessionControl {
             .uid
             .clone()
             .ok_or_else(|| SubmitError::Internal("the created Alert has no uid".into()))?;
-        // The Alert is accepted whatever happens here: the operator writes
-        // the same row when it reconciles, so a failure only delays reads.
-        match self.create_session_row(&created, &uid, &chain.name).await {
-            Ok(true) => self.publish_status(&uid, SessionStatus::Pending).await,
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(session_id = %uid, error = %e, "cannot create the session row yet; the operator will");
-            }
-        }
+        // The operator writes the session row (masked) when it reconciles
+        // the Alert, moments later: wait for it briefly, so that a client
+        // reading the session right after this answer finds it.
+        self.wait_for_session_row(&uid).await;
         tracing::info!(session_id = %uid, alert = %created.name_any(), chain = %chain.name, "alert submitted");
         Ok(AlertAccepted {
             session_id: uid,

@@ -40,6 +40,7 @@ struct Env {
     base: String,
     http: reqwest::Client,
     server: tokio::task::JoinHandle<()>,
+    operator: tokio::task::JoinHandle<()>,
 }
 
 impl Env {
@@ -72,6 +73,25 @@ impl Env {
 
     fn executions(&self) -> Api<AgentExecution> {
         Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// The AgentExecution of chat stage `stage_id`, once the operator made it.
+    async fn chat_execution(&self, stage_id: &str) -> AgentExecution {
+        for _ in 0..200 {
+            let found = self
+                .executions()
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .find(|ae| ae.spec.stage.id.as_deref() == Some(stage_id));
+            if let Some(ae) = found {
+                return ae;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no AgentExecution for chat stage {stage_id}")
     }
 
     async fn alert(&self, session_id: &str) -> Alert {
@@ -120,6 +140,7 @@ impl Env {
 
     async fn shutdown(self) {
         self.server.abort();
+        self.operator.abort();
         self.store.close().await;
         self.db.drop_database().await.unwrap();
     }
@@ -204,6 +225,7 @@ async fn env() -> Env {
     let server = tokio::spawn(async move {
         let _ = axum::serve(listener, router).into_future().await;
     });
+    let operator = tokio::spawn(operator_part(client.clone(), store.clone()));
     Env {
         health,
         _emu: emu,
@@ -214,6 +236,68 @@ async fn env() -> Env {
         base: format!("http://{addr}"),
         http: reqwest::Client::new(),
         server,
+        operator,
+    }
+}
+
+/// The operator's part in these tests, done by its own code (there is no
+/// operator here, and the tests move sessions along by hand): the session
+/// row of a new Alert, and the AgentExecution a finished Alert's chat
+/// question asks for.
+async fn operator_part(client: Client, store: Store) {
+    use tarsy_operator::alert::{AlertInputs, StoreOp, SummaryProgress, reconcile_alert};
+    let publisher = tarsy_events::StorePublisher::new(store.clone(), None);
+    let defaults = Defaults::default();
+    let masker = tarsy_exec::admission::alert_masker(&defaults);
+    let alerts: Api<Alert> = Api::namespaced(client.clone(), NS);
+    let executions: Api<AgentExecution> = Api::namespaced(client.clone(), NS);
+    loop {
+        let config = tarsy_cluster_control::namespace_config(&client, NS, &defaults).await;
+        let listed = alerts.list(&ListParams::default()).await;
+        let owned = executions.list(&ListParams::default()).await;
+        if let (Ok(config), Ok(listed), Ok(owned)) = (config, listed, owned) {
+            for alert in listed.items {
+                let uid = alert.uid().unwrap_or_default();
+                let mine = owned
+                    .items
+                    .iter()
+                    .filter(|ae| tarsy_crds::contract::owned_by(ae, &uid))
+                    .map(|ae| (ae.name_any(), ae.clone()))
+                    .collect();
+                let chat = tarsy_operator::chat_request(&store, &alert, &mine)
+                    .await
+                    .ok()
+                    .flatten();
+                let out = reconcile_alert(&AlertInputs {
+                    alert: &alert,
+                    config: &config,
+                    executions: &mine,
+                    admitted: true,
+                    summary: &SummaryProgress::Idle,
+                    alert_masker: masker.as_ref(),
+                    alert_ttl: None,
+                    chat: chat.as_ref(),
+                    now: k8s_openapi::jiff::Timestamp::now(),
+                });
+                let finished = alert
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .is_some_and(|p| p.is_terminal());
+                for op in &out.store {
+                    // Of a new Alert only its row: the tests run sessions by hand.
+                    if finished || matches!(op, StoreOp::CreateSession(_)) {
+                        let _ = tarsy_exec::workflow::perform(&store, &publisher, op).await;
+                    }
+                }
+                if finished {
+                    for ae in &out.create {
+                        let _ = executions.create(&PostParams::default(), ae).await;
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -449,9 +533,17 @@ async fn chat_creates_an_owned_chat_execution_one_at_a_time() {
     assert_eq!(stage_id, format!("{id}-s1"));
 
     let alert = env.alert(&id).await;
+    // The API asked the operator for it through the Alert.
+    assert_eq!(
+        alert
+            .annotations()
+            .get(tarsy_crds::contract::CHAT_ANNOTATION)
+            .map(String::as_str),
+        Some(stage_id.as_str())
+    );
+    let ae = &env.chat_execution(&stage_id).await;
     let executions = env.executions().list(&ListParams::default()).await.unwrap();
     assert_eq!(executions.items.len(), 1, "{:?}", executions.items);
-    let ae = &executions.items[0];
     assert_eq!(ae.spec.kind, tarsy_crds::ExecutionKind::Chat);
     assert_eq!(ae.spec.session_id, id);
     assert_eq!(ae.spec.alert_name, alert.name_any());
@@ -593,13 +685,7 @@ async fn runner_answers_the_chat_and_frees_the_chat() {
     assert_eq!(status, StatusCode::ACCEPTED, "{out}");
     let stage_id = out["stage_id"].as_str().unwrap().to_string();
     let chat_id = out["chat_id"].as_str().unwrap().to_string();
-    let name = env
-        .executions()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items[0]
-        .name_any();
+    let name = env.chat_execution(&stage_id).await.name_any();
 
     let script = ScriptedLlm::new();
     script.push(ScriptedResponse::text(

@@ -4,7 +4,8 @@
 //!
 //! [`submit`] is the whole submission — question, chat agent, the chat,
 //! the busy check, the message, the answer's stage and execution rows, the
-//! undo on refusal, the `chat.accepted` event — around a [`ChatEdge`], the
+//! undo on refusal, the live events of the question (`chat.created` for a
+//! new chat, `chat.user_message`) — around a [`ChatEdge`], the
 //! mode's part: where an answer runs (an in-process task; an
 //! AgentExecution). [`Answer`] is an answer's records around its execution:
 //! the start (stage active, question on the timeline, history as context)
@@ -80,7 +81,7 @@ pub struct Question {
 pub struct ChatStore<'a> {
     /// The session store.
     pub store: &'a Store,
-    /// Where `chat.accepted` goes (`None`: not published).
+    /// Where the question's live events go (`None`: not published).
     pub publisher: Option<&'a Arc<dyn EventPublisher>>,
     /// Masks the question before it is stored (`None`: unavailable; stored
     /// as asked, fail-open like alert data).

@@ -137,6 +137,18 @@ fn view_of(records: &[&StageRecord]) -> SessionView {
     }
 }
 
+/// The session's final analysis as its records hold it in full: the last
+/// completed stage's result ([`tarsy_chain::final_analysis`]). A cluster
+/// status only holds it clipped.
+pub async fn session_final_analysis(store: &Store, session_id: &str) -> Result<Option<String>> {
+    let records = load(store, session_id).await?;
+    let stages: Vec<&StageRecord> = records
+        .iter()
+        .filter(|r| r.stage.kind != StageKind::Chat)
+        .collect();
+    Ok(tarsy_chain::final_analysis(&view_of(&stages)))
+}
+
 /// The previous-stage context of stage record `before` of `session_id`:
 /// the results later stages build on, formatted for the prompt (`None` for
 /// the first stage).

@@ -1,4 +1,6 @@
-//! LLM routing for local mode: each call goes where its provider says.
+//! LLM routing, in every process that calls a model (local mode, the
+//! runner, the operator's executive summaries): each call goes where its
+//! provider says.
 //!
 //! * `scripted` providers replay their script file. The script is served by
 //!   an in-process `LLMService` gRPC server on 127.0.0.1 (one per script

@@ -452,7 +452,9 @@ pub async fn perform(
 ) -> Result<(), StoreError> {
     match op {
         StoreOp::CreateSession(new) => {
-            store.create_session(new.clone()).await?;
+            if store.create_session(new.clone()).await?.created {
+                lifecycle::publish_session_status(publisher, &new.id, SessionStatus::Pending).await;
+            }
         }
         StoreOp::StartSession { session_id } => {
             let started = store
@@ -530,11 +532,23 @@ pub async fn perform(
         StoreOp::FinishSession {
             session_id,
             outcome,
-        } => match store.finish_session(session_id, outcome.clone()).await {
-            Ok(_) => lifecycle::publish_session_status(publisher, session_id, outcome.status).await,
-            Err(StoreError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        },
+        } => {
+            // The analysis in full, from the records (the caller may hold a
+            // clipped copy: a cluster status does).
+            let mut outcome = outcome.clone();
+            if outcome.final_analysis.is_some()
+                && let Ok(Some(full)) =
+                    crate::context::session_final_analysis(store, session_id).await
+            {
+                outcome.final_analysis = Some(full);
+            }
+            let status = outcome.status;
+            match store.finish_session(session_id, outcome).await {
+                Ok(_) => lifecycle::publish_session_status(publisher, session_id, status).await,
+                Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
     Ok(())
 }

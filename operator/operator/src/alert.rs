@@ -1,7 +1,7 @@
 //! The Alert reconcile, sans IO: from what is observed (the Alert, its
 //! AgentExecutions, the namespace's configuration, admission, the clock) it
 //! computes what to do ([`AlertOutcome`]): the new status, executions to
-//! create or stop, Postgres writes and Events. [`crate::controller`] performs
+//! create or stop, Postgres writes and Events. `alert_io` performs
 //! them. Everything is derived from resources on every call, so an operator
 //! restart loses nothing and a repeated reconcile changes nothing.
 //!
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use tarsy_chain::{
     ExecutionView, ExecutiveSummaryView, SessionView, StageView, StopReason, decide,
@@ -23,14 +23,14 @@ use tarsy_config::{Config, ResolveError, resolved_spec};
 use tarsy_core::{ExecutionStatus, McpSelection, SessionStatus, StageKind};
 use tarsy_crds::contract::{ExecutionRequest, execution_for, execution_name, submission_of};
 use tarsy_crds::{
-    AgentExecution, Alert, AlertPhase, AlertStatus, MAX_STATUS_TEXT_CHARS, StageRef, StageStatus,
-    UnstartedExecution, clip,
+    AgentExecution, Alert, AlertPhase, AlertStatus, ChatRequestSpec, MAX_STATUS_TEXT_CHARS,
+    StageRef, StageStatus, UnstartedExecution, clip,
 };
 use tarsy_exec::admission::new_session;
 use tarsy_exec::plan::chain_plan;
 use tarsy_exec::workflow::{Effect, StageRecord, Workflow};
 use tarsy_masking::MaskingService;
-use tarsy_store::SessionOutcome;
+use tarsy_store::{ChatUserMessage, Session, SessionOutcome, Stage};
 
 use crate::conditions;
 
@@ -88,8 +88,23 @@ pub struct AlertInputs<'a> {
     /// How long a finished Alert is kept before it is deleted (`None`:
     /// forever); its session stays listed.
     pub alert_ttl: Option<Duration>,
+    /// A follow-up chat question the API placed (its records are in
+    /// Postgres, [`tarsy_crds::contract::CHAT_ANNOTATION`] names its stage)
+    /// whose AgentExecution does not exist yet.
+    pub chat: Option<&'a ChatRequest>,
     /// The clock.
     pub now: Timestamp,
+}
+
+/// A chat question waiting for its AgentExecution, as the API stored it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// The session asked about.
+    pub session: Session,
+    /// The chat stage answering it.
+    pub stage: Stage,
+    /// The question.
+    pub message: ChatUserMessage,
 }
 
 /// The executive summary call, which runs outside the reconcile (a slow
@@ -150,6 +165,9 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     out.status.observed_generation = alert.metadata.generation;
     let phase = out.status.phase.unwrap_or(AlertPhase::Pending);
     if phase.is_terminal() {
+        if let Some(request) = inputs.chat {
+            answer_chat(&mut out, inputs, request);
+        }
         expire_after_ttl(&mut out, inputs.alert_ttl, inputs.now);
         return out;
     }
@@ -408,6 +426,71 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
         Some(Duration::from_secs(u64::try_from(left).unwrap_or(1)).min(PENDING_RECHECK * 30));
     out
 }
+
+/// The AgentExecution answering a chat question; or, when the chat agent
+/// cannot be resolved any more (chat disabled meanwhile, the chain gone),
+/// the question's records closed with the reason.
+fn answer_chat(out: &mut AlertOutcome, inputs: &AlertInputs<'_>, request: &ChatRequest) {
+    let stage = &request.stage;
+    let index = u32::try_from(stage.stage_index).unwrap_or(u32::MAX);
+    let chat_id = stage.chat_id.clone().unwrap_or_default();
+    let answer = tarsy_exec::chat::Answer::new(&request.session.id, &chat_id, index);
+    let agent = match tarsy_exec::admission::chat_agent(inputs.config, &request.session) {
+        Ok(agent) => agent,
+        Err(e) => {
+            let error = format!("the chat answer could not start: {e}");
+            out.store.push(StoreOp::FailExecution {
+                execution_id: answer.execution_id.clone(),
+                error: error.clone(),
+            });
+            out.store.push(StoreOp::FinishStage {
+                stage_id: answer.stage_id.clone(),
+                status: ExecutionStatus::Failed,
+                error: Some(error.clone()),
+            });
+            out.event(true, "ChatNotStarted", error);
+            return;
+        }
+    };
+    let deadline = inputs
+        .now
+        .checked_add(SignedDuration::try_from(agent.timeout).unwrap_or_default())
+        .ok()
+        .map(Time);
+    let config = &agent.config;
+    out.create.push(execution_for(
+        inputs.alert,
+        &request.session.chain_id,
+        ExecutionRequest {
+            stage: StageRef {
+                index,
+                name: tarsy_exec::ids::CHAT_STAGE_NAME.to_string(),
+                id: Some(answer.stage_id.clone()),
+            },
+            agent_name: config.agent_name.clone(),
+            display_name: config.display_name.clone(),
+            agent_index: 1,
+            kind: tarsy_crds::ExecutionKind::Chat,
+            resolved: resolved_spec(config),
+            chat: Some(ChatRequestSpec {
+                chat_id,
+                message_id: request.message.id.clone(),
+                question: clip(&request.message.content, MAX_SPEC_QUESTION_CHARS),
+                author: request.message.author.clone(),
+            }),
+            deadline,
+        },
+    ));
+    out.event(
+        false,
+        "ChatStarted",
+        format!("answering a chat question (stage {index})"),
+    );
+}
+
+/// Longest question an AgentExecution carries (its schema bound); longer
+/// questions are clipped there, the stored question stays whole.
+const MAX_SPEC_QUESTION_CHARS: usize = 16_384;
 
 /// A finished Alert's TTL (like a Job's `ttlSecondsAfterFinished`): expire
 /// it once passed, else look again when it will have.

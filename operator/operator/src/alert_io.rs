@@ -16,13 +16,15 @@ use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Resource, ResourceExt};
 use tarsy_chain::{PendingSession, admit};
 use tarsy_config::Config;
-use tarsy_crds::contract::{EXPIRED_ANNOTATION, owned_by};
+use tarsy_crds::contract::{CHAT_ANNOTATION, EXPIRED_ANNOTATION, owned_by};
 use tarsy_crds::{AgentExecution, Alert, AlertPhase};
 use tarsy_exec::notify::Notice;
 use tarsy_exec::workflow::perform;
 use tarsy_store::StoreError;
 
-use crate::alert::{AlertInputs, StoreOp, SummaryProgress, reconcile_alert, stop_value};
+use crate::alert::{
+    AlertInputs, ChatRequest, StoreOp, SummaryProgress, reconcile_alert, stop_value,
+};
 use crate::context::{Context, key_of};
 use crate::error::Error;
 use crate::status_apply::apply_status;
@@ -117,6 +119,7 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         .map(|ae| (ae.name_any(), (**ae).clone()))
         .collect();
     let summary = ctx.summaries.progress(&uid);
+    let chat = chat_request(&ctx.store, &alert, &executions).await?;
 
     // Only a Pending alert competes for a slot: its admission decision and
     // the writes that start it hold the lock so that concurrent reconciles
@@ -142,6 +145,7 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         summary: &summary,
         alert_masker: ctx.alert_masker.as_ref(),
         alert_ttl: ctx.settings.alert_ttl,
+        chat: chat.as_ref(),
         now: Timestamp::now(),
     });
     if out.expire {
@@ -208,6 +212,48 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         Some(d) => Action::requeue(d),
         None => Action::await_change(),
     })
+}
+
+/// The chat question the API asked for on this Alert
+/// ([`CHAT_ANNOTATION`]) when its AgentExecution does not exist yet and its
+/// stage has not started: read from Postgres, where the API stored it.
+pub async fn chat_request(
+    store: &tarsy_store::Store,
+    alert: &Alert,
+    executions: &BTreeMap<String, AgentExecution>,
+) -> Result<Option<ChatRequest>, StoreError> {
+    let Some(stage_id) = alert.annotations().get(CHAT_ANNOTATION) else {
+        return Ok(None);
+    };
+    if executions
+        .values()
+        .any(|ae| ae.spec.stage.id.as_deref() == Some(stage_id.as_str()))
+    {
+        return Ok(None);
+    }
+    let stage = match store.get_stage(stage_id).await {
+        Ok(stage) => stage,
+        Err(StoreError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Some(message_id) = stage
+        .chat_user_message_id
+        .clone()
+        .filter(|_| stage.status == tarsy_core::ExecutionStatus::Pending)
+    else {
+        return Ok(None);
+    };
+    let message = match store.get_chat_user_message(&message_id).await {
+        Ok(m) => m,
+        Err(StoreError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let session = store.get_session(&stage.session_id).await?;
+    Ok(Some(ChatRequest {
+        session,
+        stage,
+        message,
+    }))
 }
 
 /// Sends the Slack notice of a session that ended (or started, when

@@ -25,6 +25,8 @@
 
 pub mod alert;
 mod alert_io;
+
+pub use alert_io::chat_request;
 pub mod conditions;
 mod config_ready;
 mod context;

@@ -78,11 +78,17 @@ impl Summaries {
             },
             Err(e) => warn!(%session_id, error = %e, "cannot read the session before its summary"),
         }
+        // The analysis in full, from the records (the status holds it clipped).
+        let analysis =
+            match tarsy_exec::context::session_final_analysis(&self.store, session_id).await {
+                Ok(Some(full)) => full,
+                _ => request.final_analysis.clone(),
+            };
         let outcome = match (&self.summarizer, config.chain(&request.chain)) {
             (Err(e), _) => Err(e.clone()),
             (Ok(_), None) => Err(format!("chain {:?} no longer exists", request.chain)),
             (Ok(s), Some(chain)) => s
-                .generate(config, session_id, &chain.spec, &request.final_analysis)
+                .generate(config, session_id, &chain.spec, &analysis)
                 .await
                 .map_err(|e| e.to_string()),
         };

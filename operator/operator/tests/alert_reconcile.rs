@@ -103,6 +103,7 @@ impl World {
             summary: &self.summary,
             alert_masker: None,
             alert_ttl: None,
+            chat: None,
             now: self.now,
         });
         for ae in &out.create {
@@ -584,6 +585,7 @@ fn a_finished_alert_expires_after_its_ttl() {
             summary: &w.summary,
             alert_masker: None,
             alert_ttl: ttl,
+            chat: None,
             now,
         })
     };
@@ -610,4 +612,115 @@ fn a_finished_alert_expires_after_its_ttl() {
         None,
     );
     assert!(!out.expire && out.requeue.is_none());
+}
+
+/// A chat question the API stored for a finished Alert: the operator (the
+/// only writer of AgentExecutions) creates the AgentExecution answering it;
+/// when chat is not allowed (any more), it closes the question's records
+/// with the reason instead.
+#[test]
+fn a_chat_question_on_a_finished_alert_gets_its_execution_from_the_operator() {
+    use tarsy_operator::alert::ChatRequest;
+    let chat_chain = |enabled: bool| {
+        chain(
+            "k8s",
+            &format!(
+                "alertTypes: [PodCrash]\nchat: {{enabled: {enabled}}}\nstages: [{{name: s, agent: KubernetesAgent}}]"
+            ),
+        )
+    };
+    let mut a = alert("PodCrash");
+    a.status = Some(tarsy_crds::AlertStatus {
+        phase: Some(AlertPhase::Completed),
+        ..Default::default()
+    });
+    let now = Timestamp::from_second(1_800_000_000).unwrap();
+    let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+    let request = ChatRequest {
+        session: tarsy_store::Session {
+            id: UID.into(),
+            alert_data: "pod x".into(),
+            alert_type: "PodCrash".into(),
+            chain_id: "k8s".into(),
+            status: SessionStatus::Completed,
+            author: None,
+            runbook_url: None,
+            mcp_selection: None,
+            final_analysis: Some("done".into()),
+            executive_summary: None,
+            executive_summary_error: None,
+            error_message: None,
+            pod_id: None,
+            current_stage_index: None,
+            current_stage_id: None,
+            created_at: at,
+            started_at: Some(at),
+            completed_at: Some(at),
+            last_interaction_at: None,
+            deleted_at: None,
+        },
+        stage: tarsy_store::Stage {
+            id: format!("{UID}-s2"),
+            session_id: UID.into(),
+            stage_name: "Chat Response".into(),
+            kind: tarsy_core::StageKind::Chat,
+            stage_index: 2,
+            expected_agent_count: 1,
+            parallel_type: None,
+            success_policy: None,
+            status: tarsy_core::ExecutionStatus::Pending,
+            error_message: None,
+            chat_id: Some("chat-1".into()),
+            chat_user_message_id: Some("msg-1".into()),
+            created_at: at,
+            started_at: None,
+            completed_at: None,
+        },
+        message: tarsy_store::ChatUserMessage {
+            id: "msg-1".into(),
+            chat_id: "chat-1".into(),
+            content: "Why did it crash?".into(),
+            author: Some("bob".into()),
+            created_at: at,
+        },
+    };
+    let run = |config: &Config| {
+        reconcile_alert(&AlertInputs {
+            alert: &a,
+            config,
+            executions: &BTreeMap::new(),
+            admitted: true,
+            summary: &SummaryProgress::Idle,
+            alert_masker: None,
+            alert_ttl: None,
+            chat: Some(&request),
+            now,
+        })
+    };
+
+    let out = run(&config(&[chat_chain(true)]));
+    assert_eq!(out.create.len(), 1, "{out:?}");
+    let ae = &out.create[0];
+    assert_eq!(ae.spec.kind, tarsy_crds::ExecutionKind::Chat);
+    assert_eq!(ae.spec.stage.id.as_deref(), Some(request.stage.id.as_str()));
+    let chat = ae.spec.chat.as_ref().unwrap();
+    assert_eq!(
+        (
+            chat.message_id.as_str(),
+            chat.question.as_str(),
+            chat.author.as_deref()
+        ),
+        ("msg-1", "Why did it crash?", Some("bob"))
+    );
+    assert!(ae.spec.deadline.is_some());
+    assert!(out.store.is_empty());
+
+    let out = run(&config(&[chat_chain(false)]));
+    assert!(out.create.is_empty());
+    assert!(out.store.iter().any(|op| matches!(
+        op,
+        StoreOp::FinishStage { stage_id, status: tarsy_core::ExecutionStatus::Failed, error: Some(e) }
+            if stage_id == &request.stage.id && e.contains("not enabled")
+    )), "{:?}", out.store);
+    assert!(out.events.iter().any(|e| e.reason == "ChatNotStarted"));
 }

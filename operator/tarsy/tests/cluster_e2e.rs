@@ -875,9 +875,15 @@ async fn applied_alert_runs_to_completed_through_real_runners() {
             )
         })
         .collect();
+    // The operator publishes the session as it writes its row (pending),
+    // then its start.
     assert_eq!(
-        lifecycle.first().map(String::as_str),
-        Some("session.status - in_progress")
+        lifecycle
+            .iter()
+            .take(2)
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ["session.status - pending", "session.status - in_progress"]
     );
     assert_eq!(
         lifecycle.last().map(String::as_str),

@@ -732,8 +732,9 @@ spec:
 struct FailureCase {
     alert_type: &'static str,
     status: &'static str,
-    /// Cancel once this stage record is active.
-    cancel_at_stage: Option<i64>,
+    /// Cancel once this stage record is active and this many model calls
+    /// of the case were made (the last one hangs).
+    cancel_at_stage: Option<(i64, usize)>,
 }
 
 const FAILURE_CASES: [FailureCase; 5] = [
@@ -760,7 +761,7 @@ const FAILURE_CASES: [FailureCase; 5] = [
     FailureCase {
         alert_type: "Cancelled",
         status: "cancelled",
-        cancel_at_stage: Some(2),
+        cancel_at_stage: Some((2, 2)),
     },
 ];
 
@@ -810,22 +811,24 @@ fn failure_alert(alert_type: &str) -> NewAlert {
 async fn run_failure_cases(
     control: &dyn SessionControl,
     store: &Store,
+    llm: &ScriptedLlm,
     wait: impl AsyncFn(&str) -> String,
 ) -> Vec<Value> {
     let mut shapes = Vec::new();
     for case in &FAILURE_CASES {
+        let calls_before = llm.request_count();
         let accepted = control
             .submit_alert(failure_alert(case.alert_type))
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", case.alert_type));
         let id = accepted.session_id;
-        if let Some(stage) = case.cancel_at_stage {
+        if let Some((stage, calls)) = case.cancel_at_stage {
             poll(120, async || {
                 let stages = store.list_stages(&id).await.ok()?;
-                stages
+                let active = stages
                     .iter()
-                    .any(|s| s.stage_index == stage && s.status.as_str() == "active")
-                    .then_some(())
+                    .any(|s| s.stage_index == stage && s.status.as_str() == "active");
+                (active && llm.request_count() >= calls_before + calls).then_some(())
             })
             .await
             .unwrap_or_else(|()| panic!("{}: stage {stage} never ran", case.alert_type));
@@ -907,7 +910,7 @@ async fn local_and_cluster_mode_fail_the_same_way() {
     options.pod_id = "conformance".into();
     let app = tarsy_local::LocalApp::start(options).await.unwrap();
     let control = app.control();
-    let local = run_failure_cases(control.as_ref(), app.store(), async |id| {
+    let local = run_failure_cases(control.as_ref(), app.store(), llm.script(), async |id| {
         app.wait_for_terminal(id, Duration::from_secs(120))
             .await
             .unwrap()
@@ -970,7 +973,7 @@ async fn local_and_cluster_mode_fail_the_same_way() {
         tarsy_config::Defaults::default(),
     );
     let log = controller.log.clone();
-    let cluster = run_failure_cases(&control, &store, async |id| {
+    let cluster = run_failure_cases(&control, &store, llm.script(), async |id| {
         poll(180, async || {
             store
                 .get_session(id)

@@ -80,10 +80,11 @@ fn finish(run: &Run<'_>, outcome: Result<ExecutionResult, Stop>) -> ExecutionRes
                     ExecutionStatus::Cancelled,
                     "execution cancelled".to_string(),
                 ),
-                Stop::SessionTimeout => (
-                    ExecutionStatus::TimedOut,
-                    "session timeout reached".to_string(),
-                ),
+                // As the session's own stop at its deadline says it, so
+                // that the record reads the same whichever came first.
+                Stop::SessionTimeout => {
+                    (ExecutionStatus::TimedOut, "session timed out".to_string())
+                }
                 Stop::Record(e) => (
                     ExecutionStatus::Failed,
                     format!("recording the execution failed: {e}"),
