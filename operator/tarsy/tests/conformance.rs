@@ -627,3 +627,402 @@ async fn local_and_cluster_mode_run_the_same_investigation() {
     assert!(chat_prompts[1].contains("**Q1:** Why did it crash?"));
     assert_eq!(chat_prompts[1].matches(QUESTIONS[1]).count(), 1);
 }
+
+// ------------------------------------------------------------ failure paths
+
+/// The failure paths, one chain each, run one after the other in each mode:
+/// an agent whose configuration does not resolve (its Agent does not exist)
+/// beside one that works, under policy `any` (the stage goes on) and `all`
+/// (the session fails); an agent whose provider refuses it; a session that
+/// times out; a session cancelled while its second stage runs.
+const FAILURE_MANIFESTS: &str = r#"
+apiVersion: tarsy.dev/v1alpha1
+kind: LLMProvider
+metadata: {name: conformance-llm}
+spec: {type: google, model: conformance-model, apiKeyEnv: TEST_KEY}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: MCPServer
+metadata: {name: testmcp}
+spec:
+  url: "{MCP_URL}"
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: echo}
+spec: {mcpServers: [testmcp], customInstructions: "You are Echo."}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: refused}
+spec: {customInstructions: "You are Refused."}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: slow}
+spec: {customInstructions: "You are Slow."}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: merger}
+spec: {customInstructions: "You are Merger."}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: unresolved-any}
+spec:
+  alertTypes: [UnresolvedAny]
+  llmProvider: conformance-llm
+  stages:
+  - name: look
+    successPolicy: any
+    agents: [{name: echo}, {name: ghost}]
+    synthesis: {agent: merger, iterationStrategy: synthesis}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: unresolved-all}
+spec:
+  alertTypes: [UnresolvedAll]
+  llmProvider: conformance-llm
+  stages:
+  - name: look
+    successPolicy: all
+    agents: [{name: echo}, {name: ghost}]
+  - name: never
+    agent: echo
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: failing-agent}
+spec:
+  alertTypes: [FailingAgent]
+  llmProvider: conformance-llm
+  stages:
+  - name: look
+    successPolicy: any
+    agents: [{name: echo}, {name: refused}]
+    synthesis: {agent: merger, iterationStrategy: synthesis}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: times-out}
+spec:
+  alertTypes: [TimesOut]
+  llmProvider: conformance-llm
+  sessionTimeout: 6s
+  stages:
+  - name: wait
+    agent: slow
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: cancelled}
+spec:
+  alertTypes: [Cancelled]
+  llmProvider: conformance-llm
+  stages:
+  - name: first
+    agent: echo
+  - name: second
+    agent: slow
+"#;
+
+/// A failure-path scenario: its alert type and how its session ends.
+struct FailureCase {
+    alert_type: &'static str,
+    status: &'static str,
+    /// Cancel once this stage record is active.
+    cancel_at_stage: Option<i64>,
+}
+
+const FAILURE_CASES: [FailureCase; 5] = [
+    FailureCase {
+        alert_type: "UnresolvedAny",
+        status: "completed",
+        cancel_at_stage: None,
+    },
+    FailureCase {
+        alert_type: "UnresolvedAll",
+        status: "failed",
+        cancel_at_stage: None,
+    },
+    FailureCase {
+        alert_type: "FailingAgent",
+        status: "completed",
+        cancel_at_stage: None,
+    },
+    FailureCase {
+        alert_type: "TimesOut",
+        status: "timed_out",
+        cancel_at_stage: None,
+    },
+    FailureCase {
+        alert_type: "Cancelled",
+        status: "cancelled",
+        cancel_at_stage: Some(2),
+    },
+];
+
+/// The answers of every failure case, in the order the cases run.
+fn failure_script() -> ScriptedLlm {
+    let s = ScriptedLlm::new();
+    // UnresolvedAny: Echo answers, the merger synthesizes.
+    s.push_route("You are Echo", ScriptedResponse::text("ECHO-1: fine."))
+        .push_route("You are Merger", ScriptedResponse::text("MERGED-1."))
+        .push_route(EXEC_SUMMARY, ScriptedResponse::text("EXEC-1."))
+        // UnresolvedAll: Echo answers; the stage fails for the ghost.
+        .push_route("You are Echo", ScriptedResponse::text("ECHO-2: fine."))
+        // FailingAgent: Echo calls a tool then answers; Refused's provider
+        // refuses it for good.
+        .push_route(
+            "You are Echo",
+            ScriptedResponse::default().then_tool_call("e1", "testmcp__echo", r#"{"text":"hi"}"#),
+        )
+        .push_route("You are Echo", ScriptedResponse::text("ECHO-3: fine."))
+        .push_route(
+            "You are Refused",
+            ScriptedResponse::error("credentials", "the API key was rejected", false),
+        )
+        .push_route("You are Merger", ScriptedResponse::text("MERGED-3."))
+        .push_route(EXEC_SUMMARY, ScriptedResponse::text("EXEC-3."))
+        // TimesOut: Slow never answers.
+        .push_route("You are Slow", ScriptedResponse::hang())
+        // Cancelled: Echo answers stage 1; Slow never answers stage 2.
+        .push_route("You are Echo", ScriptedResponse::text("ECHO-5: fine."))
+        .push_route("You are Slow", ScriptedResponse::hang());
+    s
+}
+
+fn failure_alert(alert_type: &str) -> NewAlert {
+    NewAlert {
+        alert_type: alert_type.into(),
+        data: ALERT_DATA.into(),
+        chain: None,
+        runbook_url: None,
+        mcp_selection: None,
+        author: "conformance".into(),
+    }
+}
+
+/// Runs every failure case through `control`, one after the other; returns
+/// each session's shape.
+async fn run_failure_cases(
+    control: &dyn SessionControl,
+    store: &Store,
+    wait: impl AsyncFn(&str) -> String,
+) -> Vec<Value> {
+    let mut shapes = Vec::new();
+    for case in &FAILURE_CASES {
+        let accepted = control
+            .submit_alert(failure_alert(case.alert_type))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", case.alert_type));
+        let id = accepted.session_id;
+        if let Some(stage) = case.cancel_at_stage {
+            poll(120, async || {
+                let stages = store.list_stages(&id).await.ok()?;
+                stages
+                    .iter()
+                    .any(|s| s.stage_index == stage && s.status.as_str() == "active")
+                    .then_some(())
+            })
+            .await
+            .unwrap_or_else(|()| panic!("{}: stage {stage} never ran", case.alert_type));
+            control.cancel(&id).await.unwrap();
+        }
+        let status = wait(&id).await;
+        assert_eq!(status, case.status, "{}", case.alert_type);
+        let mut doc = shape(store, &id).await.document;
+        let session = store.get_session(&id).await.unwrap();
+        doc["error"] = json!(session.error_message);
+        for (stage, record) in doc["stages"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .zip(store.list_stages(&id).await.unwrap())
+        {
+            stage["error"] = json!(record.error_message);
+            let executions = store.list_agent_executions(&record.id).await.unwrap();
+            for (e, row) in stage["executions"]
+                .as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .zip(executions)
+            {
+                e["error"] = json!(row.error_message);
+            }
+        }
+        shapes.push(doc);
+    }
+    shapes
+}
+
+/// The failure cases' configuration as both modes read it from resources:
+/// unvalidated, so a Chain may name an Agent that does not exist (as in a
+/// cluster where it was deleted).
+fn failure_config(world: &World) -> tarsy_config::Config {
+    let text = FAILURE_MANIFESTS.replace("{MCP_URL}", &world.mcp_url());
+    let objects = tarsy_config::parse_config("failures.yaml", &text, &|_| None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (mut chains, mut agents, mut servers, mut providers) = (vec![], vec![], vec![], vec![]);
+    for o in objects {
+        match o {
+            tarsy_config::ConfigObject::Chain(c) => {
+                chains.push(tarsy_crds::Chain::new(&c.name, c.spec))
+            }
+            tarsy_config::ConfigObject::Agent(a) => {
+                agents.push(tarsy_crds::Agent::new(&a.name, a.spec))
+            }
+            tarsy_config::ConfigObject::McpServer(m) => {
+                servers.push(tarsy_crds::MCPServer::new(&m.name, m.spec))
+            }
+            tarsy_config::ConfigObject::LlmProvider(p) => {
+                providers.push(tarsy_crds::LLMProvider::new(&p.name, p.spec))
+            }
+            tarsy_config::ConfigObject::Defaults(_) => {}
+        }
+    }
+    tarsy_config::Config::from_resources(
+        tarsy_config::Defaults::default(),
+        &chains,
+        &agents,
+        &servers,
+        &providers,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn local_and_cluster_mode_fail_the_same_way() {
+    let world = World::start().await;
+
+    // Local mode.
+    let db = common::test_database("tarsy_conformance_failures_local").await;
+    let llm = ScriptedLlmServer::start_on((world.bind, 0).into(), failure_script())
+        .await
+        .unwrap();
+    let mut options = tarsy_local::LocalOptions::new(failure_config(&world), std::env::temp_dir());
+    options.database_url = db.url().to_string();
+    options.llm_addr = world.llm_addr(&llm);
+    options.pod_id = "conformance".into();
+    let app = tarsy_local::LocalApp::start(options).await.unwrap();
+    let control = app.control();
+    let local = run_failure_cases(control.as_ref(), app.store(), async |id| {
+        app.wait_for_terminal(id, Duration::from_secs(120))
+            .await
+            .unwrap()
+            .status
+            .as_str()
+            .to_string()
+    })
+    .await;
+    assert_eq!(llm.script().remaining(), 0, "local mode used every answer");
+    app.shutdown().await;
+    let _ = db.drop_database().await;
+
+    // Cluster mode.
+    let dir = common::scratch_dir("conformance-failures");
+    let real_cluster = std::env::var("KUBECONFIG").is_ok_and(|v| !v.is_empty());
+    let emulator = (!real_cluster).then(|| common::start_emulator(&dir, true));
+    let kubeconfig = match &emulator {
+        Some(emu) => emu.kubeconfig().to_path_buf(),
+        None => std::env::var("KUBECONFIG").unwrap().into(),
+    };
+    let env = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    let ns = env("TARSY_E2E_NAMESPACE").unwrap_or_else(|| "conformance-failures".into());
+    let image = env("TARSY_E2E_IMAGE").unwrap_or_else(|| "tarsy:e2e".into());
+    let db = common::test_database("tarsy_conformance_failures_cluster").await;
+    let pods_db_url = env("TARSY_E2E_DATABASE_URL").unwrap_or_else(|| db.url().to_string());
+    let client = common::client(&kubeconfig).await;
+    let store = Store::connect(db.url()).await.unwrap();
+    let llm = ScriptedLlmServer::start_on((world.bind, 0).into(), failure_script())
+        .await
+        .unwrap();
+    apply_yaml(
+        &client,
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
+             apiVersion: v1\nkind: Secret\nmetadata: {{name: tarsy-database}}\n\
+             stringData: {{url: \"{pods_db_url}\"}}\n"
+        ),
+    )
+    .await;
+    apply_yaml(
+        &client,
+        &ns,
+        &FAILURE_MANIFESTS.replace("{MCP_URL}", &world.mcp_url()),
+    )
+    .await;
+    let controller = Controller::start(&ControllerConfig {
+        kubeconfig: kubeconfig.clone(),
+        database_url: db.url().to_string(),
+        image,
+        namespace: ns.clone(),
+        env: Vec::new(),
+        llm_service_addr: Some(world.llm_addr(&llm)),
+        log: dir.join("controller.log"),
+    });
+    let control = tarsy_cluster_control::KubeSessionControl::new(
+        client.clone(),
+        store.clone(),
+        ns.clone(),
+        tarsy_config::Defaults::default(),
+    );
+    let log = controller.log.clone();
+    let cluster = run_failure_cases(&control, &store, async |id| {
+        poll(180, async || {
+            store
+                .get_session(id)
+                .await
+                .ok()
+                .filter(|s| s.status.is_terminal())
+                .map(|s| s.status.as_str().to_string())
+        })
+        .await
+        .unwrap_or_else(|()| {
+            panic!(
+                "session {id} did not end; operator log:\n{}",
+                common::tail(&log, 40)
+            )
+        })
+    })
+    .await;
+    assert_eq!(
+        llm.script().remaining(),
+        0,
+        "cluster mode used every answer"
+    );
+    drop(controller);
+    drop(emulator);
+    store.close().await;
+    let _ = db.drop_database().await;
+
+    // What each case is.
+    let unresolved = &local[0]["stages"][0]["executions"][1];
+    assert_eq!(unresolved["agent"], "ghost");
+    assert_eq!(unresolved["status"], "failed");
+    assert!(
+        unresolved["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("cannot resolve the agent configuration"),
+        "{unresolved:#}"
+    );
+    assert_eq!(
+        local[1]["stages"].as_array().unwrap().len(),
+        1,
+        "{:#}",
+        local[1]
+    );
+    assert_eq!(local[2]["stages"][0]["executions"][1]["status"], "failed");
+    assert_eq!(local[4]["stages"][1]["status"], "cancelled");
+    // Both modes: the same records and the same reasons.
+    for (i, (l, c)) in local.iter().zip(&cluster).enumerate() {
+        assert_eq!(
+            l, c,
+            "{}: local:\n{l:#}\ncluster:\n{c:#}",
+            FAILURE_CASES[i].alert_type
+        );
+    }
+}
