@@ -1,4 +1,5 @@
-//! Alertmanager bridge throughput (DESIGN §10: ≥ 1,000 alerts/s accepted).
+//! Alertmanager bridge throughput (budget: ≥ 1,000 alerts/s accepted; the
+//! benchmarks are listed in the README, `README.md#what-is-built`).
 //!
 //! Serves the bridge with the in-memory sink on localhost and sends
 //! Alertmanager notifications over keep-alive HTTP/1.1 connections; prints

@@ -1,6 +1,7 @@
 //! Names that count as present even without a resource: the agents, MCP
-//! servers and LLM providers that ship with TARSy (DESIGN §2: "resources of
-//! the same name override them"), as `tarsy-config` defines them.
+//! servers and LLM providers that ship with TARSy (a resource of the same
+//! name overrides one), as `tarsy-config` defines them
+//! (`operator/config/src/builtin.rs`).
 
 use std::collections::BTreeSet;
 

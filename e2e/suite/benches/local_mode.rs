@@ -1,4 +1,5 @@
-//! Local-mode figures of DESIGN.md §10, measured with a zero-latency
+//! Local-mode figures (printed, not asserted; the benchmarks are listed in
+//! the README, `README.md#what-is-built`), measured with a zero-latency
 //! in-process LLM and the project's test MCP server over local HTTP, so what
 //! is measured is TARSy's own cost:
 //!

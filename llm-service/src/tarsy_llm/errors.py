@@ -1,9 +1,11 @@
 """Error codes and the classification of provider failures.
 
 Every failure reaches the orchestrator as an ``ErrorInfo`` chunk with one of the
-codes below and a ``retryable`` flag (seed 002 Q5): transient failures that this
-service already retried, or that a fallback provider may not have, are
-retryable; credential and request errors are not.
+codes below and a ``retryable`` flag: transient failures that this service
+already retried, or that a fallback provider may not have, are retryable;
+credential and request errors are not. The orchestrator counts retryable
+failures against the provider's circuit breaker and moves to its fallback
+(``operator/engine/src/fallback.rs``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Transient-failure retries around one streamed provider call (seed 002 Q5).
+"""Transient-failure retries around one streamed provider call.
 
 Rate limits (HTTP 429) are retried with exponential backoff, honouring the
 provider's suggested delay; empty responses are retried after a fixed delay.
@@ -56,7 +56,7 @@ async def stream_with_retries(
 ) -> AsyncIterator[pb.GenerateResponse]:
     """Streams ``attempt()``'s chunks, retrying it on rate limits and empty responses.
 
-    Content chunks are forwarded as they arrive (seed 002 Q8: no buffering); usage
+    Content chunks are forwarded as they arrive, never buffered; usage
     chunks are held until the attempt has finished, so a discarded empty attempt
     never reports usage.
     """

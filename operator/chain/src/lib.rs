@@ -8,14 +8,14 @@
 //! function, an operator restart loses nothing (the view is re-derived from
 //! resources and Postgres), and the tests need nothing but values.
 //!
-//! Semantics follow the reference design: stages run in order; every stage
-//! runs N ≥ 1 executions the same way; a stage succeeds by its success policy
-//! (default `any`); the first failed stage fails the session (fail-fast);
-//! a successful stage with more than one execution is followed by a synthesis
-//! stage whose failure is fatal and whose result replaces the stage's for later
-//! stages; after the last stage an executive summary is requested (fail-open)
-//! and the session completes. Cancellation and the session timeout stop the
-//! active executions first, then end the session as `cancelled` / `timed_out`.
+//! Semantics: stages run in order; every stage runs N ≥ 1 executions the
+//! same way; a stage succeeds by its success policy (default `any`); the
+//! first failed stage fails the session (fail-fast); a successful stage with
+//! more than one execution is followed by a synthesis stage whose failure is
+//! fatal and whose result replaces the stage's for later stages; after the
+//! last stage an executive summary is requested (fail-open) and the session
+//! completes. Cancellation and the session timeout stop the active
+//! executions first, then end the session as `cancelled` / `timed_out`.
 
 mod admission;
 mod aggregate;

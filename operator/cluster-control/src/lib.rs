@@ -1,5 +1,6 @@
 //! Cluster-mode [`SessionControl`] for `tarsy api`: alerts, cancellation and
-//! chat as Kubernetes resources (DESIGN §3, §8).
+//! chat as Kubernetes resources (their path through the operator:
+//! `docs/architecture.md#cluster-mode` and `#follow-up-chat`).
 //!
 //! - an alert becomes an `Alert` (generated name `api-…`); its UID is the
 //!   session id. The operator writes the session row (masked) when it

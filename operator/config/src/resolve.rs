@@ -1,7 +1,7 @@
-//! Hierarchy resolution (seed 000 "Configuration Resolution at Runtime",
-//! seed 001 "Chat Agent Config Resolution", "Executive Summary Generation",
-//! "Success policy defaulting", "Replica naming"). See the crate docs for
-//! the tables.
+//! Hierarchy resolution: the configuration of an investigation agent, a
+//! chat agent, a synthesis agent and the executive summary, the success
+//! policy of a stage and the names of replicas. Which level wins for each
+//! field is tabled in the crate docs (`operator/config/src/lib.rs`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -113,7 +113,8 @@ pub struct ExecutiveSummaryConfig {
     pub backend: Backend,
 }
 
-/// A list counts as set only when non-empty (seed: `len(list) > 0`).
+/// A list counts as set only when non-empty: an empty list at a level does
+/// not override the level below.
 fn non_empty(list: &Option<Vec<String>>) -> Option<&Vec<String>> {
     list.as_ref().filter(|l| !l.is_empty())
 }
@@ -308,7 +309,7 @@ impl Config {
         out
     }
 
-    /// Resolves the chat agent of a chain (seed 001 "Chat Agent Config Resolution"):
+    /// Resolves the chat agent of a chain:
     ///
     /// | field | order (later wins) |
     /// |---|---|

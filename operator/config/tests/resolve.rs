@@ -1,7 +1,7 @@
 //! Table-driven tests of hierarchy resolution: every field at every level
-//! overriding the one below, plus the fallbacks (seed 000 "Configuration
-//! Resolution at Runtime", seed 001 chat / synthesis / executive summary /
-//! success policy / replica naming / MCP selection).
+//! overriding the one below, plus the fallbacks of chat, synthesis,
+//! executive summary, success policy, replica naming and MCP selection (the
+//! rules are tabled in the crate docs, `operator/config/src/lib.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

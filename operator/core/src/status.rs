@@ -161,8 +161,8 @@ wire_enum!(
 );
 
 impl IterationStrategy {
-    /// The LLM service backend this strategy needs (seed rule: backend comes
-    /// from the strategy, never from the provider type).
+    /// The LLM service backend this strategy needs: the backend comes from
+    /// the strategy, never from the provider type.
     pub const fn backend(self) -> Backend {
         match self {
             Self::NativeThinking | Self::SynthesisNativeThinking => Backend::GoogleNative,

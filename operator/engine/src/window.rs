@@ -1,4 +1,4 @@
-//! Context-window management (seed 004 Phase 4, adapted to TARSy):
+//! Context-window management, in three layers:
 //!
 //! 1. **Cap**: a single tool result may take at most 30 % of the provider's
 //!    context window (and at most the provider's `max_tool_result_tokens`).

@@ -1,7 +1,7 @@
-//! Error classification and recovery (seed: "Error Classification &
-//! Recovery"): transport failures get one retry on a fresh session after a
-//! jittered backoff; everything else (timeouts, cancellations, protocol
-//! errors, unknown errors) is not retried.
+//! Error classification and recovery of MCP calls: transport failures get
+//! one retry on a fresh session after a jittered backoff; everything else
+//! (timeouts, cancellations, protocol errors, unknown errors) is not
+//! retried.
 
 use std::error::Error as StdError;
 use std::hash::{BuildHasher, Hasher, RandomState};

@@ -1,5 +1,5 @@
-//! Per-alert MCP selection overrides (seed: "Per-Alert MCP Selection
-//! Override"): the override *replaces* the agent's servers (never merges),
+//! Per-alert MCP selection overrides (an alert's `mcp_selection`): the
+//! override *replaces* the agent's servers (never merges),
 //! may restrict tools per server, and may override native tools. It is
 //! validated when the alert is submitted (so the user gets a precise 400) and
 //! again when the execution starts (configuration may have changed since).

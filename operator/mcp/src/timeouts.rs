@@ -1,4 +1,4 @@
-//! Operation timeouts (seed: "MCP Operation Timeouts"). Configurable so tests
+//! Operation timeouts of MCP calls (defaults below). Configurable so tests
 //! can exercise timeouts without waiting 90 seconds.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Token estimation and truncation (seed: "Token Estimation & Truncation").
+//! Token estimation and truncation of tool results.
 //!
 //! Two independent limits: storage truncation protects the dashboard and the
 //! database (timeline events, MCP interaction records); the summarization

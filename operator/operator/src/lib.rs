@@ -1,6 +1,7 @@
-//! The TARSy Kubernetes operator (DESIGN §2–§4): reconcilers around the
-//! mode-neutral execution layer (`tarsy_exec`). Pure reconciles compute
-//! what to do from what is observed; thin IO modules carry it out.
+//! The TARSy Kubernetes operator: reconcilers around the mode-neutral
+//! execution layer (`tarsy_exec`). Pure reconciles compute what to do from
+//! what is observed; thin IO modules carry it out. How an Alert travels
+//! through them, step by step: `docs/architecture.md#cluster-mode`.
 //!
 //! Pure (no IO, tested with values):
 //! - [`alert`]: the Alert reconcile (status, children, Postgres writes,

@@ -1,5 +1,6 @@
-//! The investigation pod of one AgentExecution (DESIGN §4). Pure: the same
-//! inputs always give the same Pod, so it is snapshot-tested.
+//! The investigation pod of one AgentExecution (created by the execution
+//! reconcile, [`crate::execution`]; see `docs/architecture.md#cluster-mode`).
+//! Pure: the same inputs always give the same Pod, so it is snapshot-tested.
 //!
 //! Layout:
 //! - init container `tarsy-bin` (only when a stdio server is used): copies

@@ -29,8 +29,9 @@ pub enum StageAggregate {
     },
 }
 
-/// Derives a stage's status from its executions (the seed's rule, used by
-/// the store and usable in memory by the orchestrator):
+/// Derives a stage's status from its executions (used by
+/// `Store::refresh_stage_status`; the sessions' stage outcomes are decided
+/// by the chain state machine, `tarsy_chain::aggregate_stage`):
 ///
 /// * while fewer than `expected` executions exist, or any is pending/active,
 ///   the stage is pending (nothing started) or active;

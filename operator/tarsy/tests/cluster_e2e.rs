@@ -286,10 +286,11 @@ spec:
 
     /// A progress line (shown when the test fails).
     /// Prints what each runner logged as its start-up figure (process start
-    /// → first LLM request, MCP initialisation excluded; DESIGN.md §10
-    /// budget ≤ 100 ms in release). Printed, not asserted: a figure, not a
-    /// test. Pods' logs are files under the scratch directory on the
-    /// emulator; on a real cluster they are not read here.
+    /// → first LLM request, MCP initialisation excluded; budget ≤ 100 ms in
+    /// release, measured figures in `README.md#what-is-built`). Printed, not
+    /// asserted: a figure, not a test. Pods' logs are files under the
+    /// scratch directory on the emulator; on a real cluster they are not
+    /// read here.
     fn print_runner_startup(&self) {
         let mut figures = Vec::new();
         let mut dirs = vec![self.dir.join("kubelet")];

@@ -54,7 +54,8 @@ _NATIVE_TOOLS = {
 
 
 def thinking_config_for(model: str) -> types.ThinkingConfig:
-    """Thinking configuration by model name (seed 000 "Thinking Configuration")."""
+    """Thinking configuration by model name: thoughts always included; Gemini 3 at level HIGH,
+    2.5 Pro with a 32,768-token budget, other models 24,576."""
     name = model.lower().removeprefix("models/")
     if name.startswith("gemini-3"):
         return types.ThinkingConfig(include_thoughts=True, thinking_level=types.ThinkingLevel.HIGH)

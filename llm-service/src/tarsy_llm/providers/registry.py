@@ -1,4 +1,8 @@
-"""Routes ``llm_config.backend`` to a provider (seed 002 Q1)."""
+"""Routes ``llm_config.backend`` to a provider: ``google-native`` or ``langchain`` (the default).
+
+The orchestrator picks the backend from the agent's iteration strategy, never from the provider
+type (``IterationStrategy::backend`` in ``operator/core/src/status.rs``).
+"""
 
 from __future__ import annotations
 

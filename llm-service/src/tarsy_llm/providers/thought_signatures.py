@@ -1,4 +1,4 @@
-"""In-memory Gemini thought signatures, per AgentExecution (seed 002 Q3).
+"""In-memory Gemini thought signatures, per AgentExecution.
 
 Gemini attaches an opaque ``thought_signature`` to parts of its answer and
 expects it back on the same parts in the next request of the conversation. The

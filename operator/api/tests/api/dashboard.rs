@@ -1,5 +1,6 @@
-//! What the web dashboard needs beyond seed 001's API: list order and the
-//! "needs attention" view, the configuration view, the cluster objects of a
+//! What the web dashboard needs beyond the session, timeline, trace and
+//! chat endpoints (`operator/api/API.md`): list order and the "needs
+//! attention" view, the configuration view, the cluster objects of a
 //! session, and the UI routes themselves (files, fallback, cache, CSP).
 
 use std::sync::Arc;

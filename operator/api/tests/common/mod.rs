@@ -271,7 +271,8 @@ impl SessionControl for FakeControl {
             .map_err(internal)?
             .is_some()
         {
-            // Seed rule: a refused question leaves no orphan message behind.
+            // As in `tarsy_exec::chat`: a refused question leaves no orphan
+            // message behind.
             self.store
                 .delete_chat_user_message(&message.id)
                 .await

@@ -35,7 +35,7 @@
 //! forced conclusion, parse the response and use
 //! [`forced_conclusion_answer`].
 //!
-//! # How parsing works (a port of the seed's parser, with its recovery)
+//! # How parsing works (with its recovery rules)
 //!
 //! A line-by-line section state machine with three tiers of header
 //! detection:
