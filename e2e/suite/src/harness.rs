@@ -149,6 +149,7 @@ pub fn local_options(config: Config, db_url: &str, llm_addr: &str) -> LocalOptio
         orphan_timeout: Duration::from_secs(300),
         summary_timeout: Duration::from_secs(20),
         shutdown_grace: Duration::from_secs(10),
+        ..DriverSettings::default()
     };
     o.mcp_timeouts = McpTimeouts {
         init: Duration::from_secs(10),

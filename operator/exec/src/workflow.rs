@@ -79,8 +79,9 @@ pub enum StoreOp {
         /// Why it did not complete.
         error: Option<String>,
     },
-    /// Record the session's end. A summary (or its error) already in the
-    /// row is kept: it was stored whole when it was made, while the one here
+    /// Record the session's end; what it left open (streaming events,
+    /// unfinished executions and stages) is closed with the reason. A
+    /// summary (or its error) already in the row is kept: it was stored whole when it was made, while the one here
     /// may be the bounded copy a cluster status holds.
     FinishSession {
         /// Session id.
@@ -530,11 +531,26 @@ pub async fn perform(
         StoreOp::FinishSession {
             session_id,
             outcome,
-        } => match store.finish_session(session_id, outcome.clone()).await {
-            Ok(_) => lifecycle::publish_session_status(publisher, session_id, outcome.status).await,
-            Err(StoreError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        },
+        } => {
+            let reason = match &outcome.error_message {
+                Some(e) => format!("the session ended ({}): {e}", outcome.status),
+                None => format!(
+                    "the session ended ({}) before this recorded its end",
+                    outcome.status
+                ),
+            };
+            match store.close_open_records(session_id, &reason).await {
+                Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match store.finish_session(session_id, outcome.clone()).await {
+                Ok(_) => {
+                    lifecycle::publish_session_status(publisher, session_id, outcome.status).await
+                }
+                Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
     Ok(())
 }

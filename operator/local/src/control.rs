@@ -25,10 +25,17 @@ pub struct LocalControl {
     pub(crate) tools: Arc<dyn ToolCatalog>,
 }
 
+/// A cancel request's store failure: 503 when the store is unavailable.
+fn cancel_error(e: StoreError) -> CancelError {
+    match e.unavailable_message() {
+        Some(m) => CancelError::Unavailable(m),
+        None => CancelError::Internal(e.to_string()),
+    }
+}
+
 impl LocalControl {
     async fn cancel_session(&self, session_id: &str) -> Result<Option<SessionStatus>, CancelError> {
-        let store = &self.rt.store;
-        let internal = |e: StoreError| CancelError::Internal(e.to_string());
+        let store = &self.rt.api_store;
         // Not started yet: nothing runs, it ends at once.
         if store
             .transition_session_status(
@@ -37,9 +44,9 @@ impl LocalControl {
                 SessionStatus::Cancelled,
             )
             .await
-            .map_err(internal)?
+            .map_err(cancel_error)?
         {
-            let session = store.get_session(session_id).await.map_err(internal)?;
+            let session = store.get_session(session_id).await.map_err(cancel_error)?;
             store
                 .finish_session(
                     session_id,
@@ -52,7 +59,7 @@ impl LocalControl {
                     },
                 )
                 .await
-                .map_err(internal)?;
+                .map_err(cancel_error)?;
             self.rt
                 .publish_session_status(session_id, SessionStatus::Cancelled)
                 .await;
@@ -67,7 +74,7 @@ impl LocalControl {
                 SessionStatus::Cancelling,
             )
             .await
-            .map_err(internal)?
+            .map_err(cancel_error)?
         {
             self.rt
                 .publish_session_status(session_id, SessionStatus::Cancelling)
@@ -102,7 +109,10 @@ impl SessionControl for LocalControl {
             .await
             .map_err(|e| match e {
                 StoreError::InvalidInput(m) => SubmitError::Invalid(m),
-                other => SubmitError::Internal(other.to_string()),
+                other => match other.unavailable_message() {
+                    Some(m) => SubmitError::Unavailable(m),
+                    None => SubmitError::Internal(other.to_string()),
+                },
             })?;
         self.rt
             .publish_session_status(&id, SessionStatus::Pending)
@@ -117,12 +127,12 @@ impl SessionControl for LocalControl {
     }
 
     async fn cancel(&self, session_id: &str) -> Result<CancelOutcome, CancelError> {
-        let session = match self.rt.store.get_session(session_id).await {
+        let session = match self.rt.api_store.get_session(session_id).await {
             Ok(s) => s,
             Err(StoreError::NotFound { .. }) => {
                 return Err(CancelError::NotFound(session_id.to_string()));
             }
-            Err(e) => return Err(CancelError::Internal(e.to_string())),
+            Err(e) => return Err(cancel_error(e)),
         };
         if !session.status.is_terminal()
             && let Some(status) = self.cancel_session(session_id).await?
