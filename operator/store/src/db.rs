@@ -379,6 +379,14 @@ impl Db {
     /// jittered exponential backoff until its patience runs out. Every call
     /// made again is idempotent: the same statement with the same ids, each
     /// insert of a record with an id ignoring one already stored.
+    ///
+    /// Each attempt is bounded by the patience left (at least
+    /// [`MIN_ATTEMPT`]): the pool keeps trying to connect to a server that
+    /// is down for its whole acquire timeout, and a statement sent to one
+    /// that vanished without a reset waits for TCP; either would stretch
+    /// one attempt past the bound the caller counts on. An attempt cut
+    /// short may still have been committed; the call made again, or the
+    /// records read back by whoever resumes the work, find it stored.
     pub(crate) async fn run<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T>
     where
         F: FnMut() -> Fut,
@@ -391,7 +399,11 @@ impl Db {
         let mut waits = backoff();
         let mut failures = 0u32;
         loop {
-            match call().await {
+            let bound = patience.saturating_sub(started.elapsed()).max(MIN_ATTEMPT);
+            let attempt = tokio::time::timeout(bound, call())
+                .await
+                .unwrap_or(Err(StoreError::TimedOut(bound)));
+            match attempt {
                 Err(e) if e.is_transient() => {
                     failures += 1;
                     let left = patience.saturating_sub(started.elapsed());
@@ -493,6 +505,10 @@ impl Db {
         .await
     }
 }
+
+/// The least time one attempt of a patient call is given, also when its
+/// patience is (nearly) spent: enough for a live database to answer.
+const MIN_ATTEMPT: Duration = Duration::from_secs(1);
 
 /// The waits between attempts while the database is unreachable: from
 /// 100 ms doubling to 5 s, jittered so that the writers a restart cut off

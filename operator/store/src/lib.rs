@@ -244,10 +244,11 @@ impl Store {
     /// This store, with calls that wait out an unavailable database: a call
     /// that fails transiently ([`StoreError::is_transient`]: the server
     /// restarting or failing over, a lost connection, SQLite busy, a full
-    /// disk) is made again with backoff for up to `bound`, then fails with
-    /// the last error. For the writers of an investigation, which must not
-    /// fail over a blip; every write is idempotent, so nothing is stored
-    /// twice.
+    /// disk) is made again with backoff for up to `bound` (each attempt
+    /// cut at what is left of it, though given at least a second), then
+    /// fails with the last error. For the writers of an investigation,
+    /// which must not fail over a blip; every write is idempotent, so
+    /// nothing is stored twice.
     pub fn patient(&self, bound: Duration) -> Store {
         let mut store = self.clone();
         store.db.patience = Some(bound).filter(|b| !b.is_zero());
