@@ -5,7 +5,7 @@
 //! end does, with the reason on the timeline.
 
 use serde_json::json;
-use tarsy_core::{ExecutionStatus, TimelineEventStatus, TimelineEventType};
+use tarsy_core::{ExecutionStatus, SessionStatus, TimelineEventStatus, TimelineEventType};
 
 use crate::Store;
 use crate::db::{Sql, new_id, now};
@@ -23,7 +23,95 @@ pub struct Closed {
     pub stages: u64,
 }
 
+/// A record a terminal session still has open (see
+/// [`Store::open_records_in_terminal_sessions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenRecord {
+    /// The session.
+    pub session_id: String,
+    /// Its (terminal) status.
+    pub session_status: String,
+    /// `timeline_event`, `execution` or `stage`.
+    pub kind: String,
+    /// The record's id.
+    pub id: String,
+    /// The record's status (`streaming`, `pending`, `active`).
+    pub status: String,
+}
+
+impl std::fmt::Display for OpenRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} is {} in {} session {}",
+            self.kind, self.id, self.status, self.session_status, self.session_id
+        )
+    }
+}
+
 impl Store {
+    /// Every record left open in a session that has ended: a `streaming`
+    /// timeline event, a pending or active execution or stage. None should
+    /// exist once nothing runs: a user would see a finished investigation
+    /// still "working". A chat answer being given (a chat stage still
+    /// pending or active, with its executions and events) is not open: a
+    /// chat runs in an ended session by design.
+    pub async fn open_records_in_terminal_sessions(&self) -> Result<Vec<OpenRecord>> {
+        let quoted = |v: &[&str]| {
+            v.iter()
+                .map(|s| format!("'{s}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let ended = quoted(
+            &[
+                SessionStatus::Completed,
+                SessionStatus::Failed,
+                SessionStatus::Cancelled,
+                SessionStatus::TimedOut,
+            ]
+            .map(SessionStatus::as_str),
+        );
+        let open = quoted(
+            &[ExecutionStatus::Pending, ExecutionStatus::Active].map(ExecutionStatus::as_str),
+        );
+        let streaming = TimelineEventStatus::Streaming.as_str();
+        // Records of a chat answer still being given are left out.
+        let not_chatting = format!("NOT (st.chat_id IS NOT NULL AND st.status IN ({open}))");
+        let rows: Vec<(String, String, String, String, String)> = self
+            .db
+            .fetch_all(Sql::dynamic(format!(
+                "SELECT s.id, s.status, CAST('timeline_event' AS TEXT), t.id, t.status \
+                 FROM timeline_events t JOIN alert_sessions s ON s.id = t.session_id \
+                 LEFT JOIN stages st ON st.id = t.stage_id \
+                 WHERE s.status IN ({ended}) AND t.status = '{streaming}' \
+                 AND (st.id IS NULL OR {not_chatting}) \
+                 UNION ALL \
+                 SELECT s.id, s.status, CAST('execution' AS TEXT), e.id, e.status \
+                 FROM agent_executions e JOIN alert_sessions s ON s.id = e.session_id \
+                 JOIN stages st ON st.id = e.stage_id \
+                 WHERE s.status IN ({ended}) AND e.status IN ({open}) AND {not_chatting} \
+                 UNION ALL \
+                 SELECT s.id, s.status, CAST('stage' AS TEXT), st.id, st.status \
+                 FROM stages st JOIN alert_sessions s ON s.id = st.session_id \
+                 WHERE s.status IN ({ended}) AND st.status IN ({open}) AND st.chat_id IS NULL \
+                 ORDER BY 1, 3, 4"
+            )))
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(session_id, session_status, kind, id, status)| OpenRecord {
+                    session_id,
+                    session_status,
+                    kind,
+                    id,
+                    status,
+                },
+            )
+            .collect())
+    }
+
     /// Closes the records of session `session_id` that are still open:
     /// `streaming` timeline events become `failed`; pending or active
     /// executions fail with `reason`, each with an `error` event saying so

@@ -43,7 +43,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, PgPool, SqlitePool};
 
 pub use breakers::BreakerState;
-pub use closing::Closed;
+pub use closing::{Closed, OpenRecord};
 pub use db::{BackendKind, REPLACEMENT, storable_json, storable_text};
 pub use error::{Result, StoreError};
 pub use events::{EventNotification, NOTIFY_PAYLOAD_LIMIT, StoreTx};
