@@ -102,9 +102,12 @@ impl SessionControl for LocalControl {
         // Fail-open: a masking failure keeps the data unmasked (logged).
         let row = new_session(id.clone(), &chain.name, &alert, Some(&self.rt.masking));
         let submitting = self.rt.submitting.lock().await;
+        // The request's store: an unavailable database is a 503 at once,
+        // not a request (and every submit queued behind it) hanging for as
+        // long as an investigation's writes wait.
         let created = self
             .rt
-            .store
+            .api_store
             .create_session(row)
             .await
             .map_err(|e| match e {
