@@ -338,13 +338,27 @@ impl SessionRun {
         };
         let (status, error) = stopped_outcome(stop, result.status, result.error.clone());
         let id = running.id.clone();
-        if let Err(e) = self
-            .rt
-            .store
-            .update_agent_execution_status(&id, status, error.as_deref())
-            .await
-        {
-            tracing::warn!(execution_id = %id, error = %e, "cannot record execution status");
+        // Stored before the session moves on, waiting out an unavailable
+        // store as every session step does: an end left unrecorded would
+        // be closed as failed when the session ends, and a completed
+        // investigation would show a failed execution.
+        loop {
+            match self
+                .rt
+                .store
+                .update_agent_execution_status(&id, status, error.as_deref())
+                .await
+            {
+                Ok(_) => break,
+                Err(e) if e.is_transient() && !self.rt.shutdown.is_cancelled() => {
+                    tracing::warn!(execution_id = %id, error = %e, "the store is unavailable; the execution's end waits for it");
+                    tokio::time::sleep(STORE_RECHECK).await;
+                }
+                Err(e) => {
+                    tracing::warn!(execution_id = %id, error = %e, "cannot record execution status");
+                    break;
+                }
+            }
         }
         execution_ended(
             &mut self.view,
