@@ -97,12 +97,12 @@ async fn sweep(rt: &Arc<Runtime>) {
 
 /// Claims pending sessions while the limit allows, oldest first.
 ///
-/// Through the fail-fast store: this holds the submission lock, and a
-/// patient call would keep every `POST /alerts` waiting for as long as an
-/// outage lasts instead of answering 503. Nothing is lost by failing: the
-/// loop looks again at its next turn.
+/// Through the fail-fast store, and holding the submission lock only to
+/// claim: a submission waits for that lock, and a call waiting out an
+/// outage would keep every `POST /alerts` from answering 503 within its
+/// bound. Nothing is lost by failing: the loop looks again at its next
+/// turn.
 async fn admit_pending(rt: &Arc<Runtime>) -> Result<()> {
-    let _submissions = rt.submitting.lock().await;
     let store = &rt.api_store;
     let in_progress = store
         .count_sessions_with_status(&[SessionStatus::InProgress, SessionStatus::Cancelling])
@@ -126,6 +126,12 @@ async fn admit_pending(rt: &Arc<Runtime>) -> Result<()> {
         })
         .collect();
     let admitted = admit(&pending, in_progress, Some(rt.max_concurrent));
+    if admitted.is_empty() {
+        return Ok(());
+    }
+    // A session is seen `pending` (its submission publishes it under this
+    // lock) before it is seen `in_progress`.
+    let _submissions = rt.submitting.lock().await;
     for _ in admitted {
         if rt.shutdown.is_cancelled() {
             break;

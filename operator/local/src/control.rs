@@ -25,6 +25,11 @@ pub struct LocalControl {
     pub(crate) tools: Arc<dyn ToolCatalog>,
 }
 
+/// What a submission's create is given at least, when waiting for the
+/// submission lock took nearly all its time: a live database answers well
+/// within it.
+const MIN_CREATE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// A cancel request's store failure: 503 when the store is unavailable.
 fn cancel_error(e: StoreError) -> CancelError {
     match e.unavailable_message() {
@@ -101,13 +106,24 @@ impl SessionControl for LocalControl {
         let id = uuid::Uuid::new_v4().to_string();
         // Fail-open: a masking failure keeps the data unmasked (logged).
         let row = new_session(id.clone(), &chain.name, &alert, Some(&self.rt.masking));
-        let submitting = self.rt.submitting.lock().await;
-        // The request's store: an unavailable database is a 503 at once,
-        // not a request (and every submit queued behind it) hanging for as
-        // long as an investigation's writes wait.
+        // The request answers within the API's bound also while the
+        // database is down: not waiting as long as an investigation's writes
+        // do, and the wait for the lock (a claim or another submission may
+        // hold it while its own call waits for a connection) counting in.
+        let limit = tarsy_store::FAIL_FAST_LIMIT;
+        let deadline = tokio::time::Instant::now() + limit;
+        let submitting = tokio::time::timeout_at(deadline, self.rt.submitting.lock())
+            .await
+            .map_err(|_| {
+                SubmitError::Unavailable(format!(
+                    "the database is unavailable; try again shortly (no answer within {limit:?})"
+                ))
+            })?;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let created = self
             .rt
             .api_store
+            .fail_fast(left.max(MIN_CREATE))
             .create_session(row)
             .await
             .map_err(|e| match e {
