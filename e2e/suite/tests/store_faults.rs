@@ -411,11 +411,23 @@ async fn api_answers_at_once_during_an_outage() {
 
     on_server(&pg, PrivatePostgres::stop).await;
     let session_path = format!("/api/v1/sessions/{id}");
-    for (method, path, body) in [
+    let requests = [
         ("GET", "/api/v1/sessions", None),
         ("GET", session_path.as_str(), None),
         ("POST", "/api/v1/alerts", Some(alert())),
-    ] {
+    ];
+    // Right after the stop a request meets a pooled connection the server
+    // closed (it fails at once); a moment later the pool has none left and
+    // each request waits for a connection that cannot come (the 2 s bound).
+    let rounds = [Duration::ZERO, Duration::from_millis(1500)];
+    let asked = rounds.iter().flat_map(|pause| {
+        requests
+            .iter()
+            .enumerate()
+            .map(move |(i, r)| (if i == 0 { *pause } else { Duration::ZERO }, r.clone()))
+    });
+    for (pause, (method, path, body)) in asked {
+        tokio::time::sleep(pause).await;
         let a = request(&rig.app, method, path, body).await;
         assert_eq!(a.status, 503, "{method} {path}: {}", a.body);
         assert_eq!(a.body["error"], "unavailable", "{method} {path}");
