@@ -527,7 +527,7 @@ export interface components {
          *     has one HTTP status.
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "payload_too_large" | "internal" | "unavailable";
+        ErrorCode: "bad_request" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "payload_too_large" | "internal" | "unavailable" | "insufficient_storage";
         /** @description An agent execution of a stage. */
         ExecutionDetail: components["schemas"]["AgentExecution"] & {
             cluster?: components["schemas"]["ExecutionObject"] | null;
@@ -1238,7 +1238,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
-            /** @description The database does not answer: `unhealthy`. */
+            /** @description The database does not answer, or does not take a write (a full disk): `unhealthy`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1298,8 +1298,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The orchestrator cannot take work now. */
+            /** @description The orchestrator cannot take work now, or the database is unavailable (retry after `Retry-After` seconds). */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1378,6 +1387,24 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_session: {
@@ -1421,6 +1448,24 @@ export interface operations {
             };
             /** @description Unexpected failure. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1480,6 +1525,24 @@ export interface operations {
             };
             /** @description Unexpected failure. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1559,8 +1622,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The orchestrator cannot take work now. */
+            /** @description The orchestrator cannot take work now, or the database is unavailable (retry after `Retry-After` seconds). */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1618,6 +1690,24 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     trace: {
@@ -1661,6 +1751,24 @@ export interface operations {
             };
             /** @description Unexpected failure. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1720,6 +1828,24 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     mcp_interaction: {
@@ -1765,6 +1891,24 @@ export interface operations {
             };
             /** @description Unexpected failure. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -15,6 +15,7 @@ use tarsy_config::{Config, DefaultsSpec, build_config, parse_config};
 use tarsy_local::{DriverSettings, LocalApp, LocalOptions};
 use tarsy_mcp::McpTimeouts;
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedLlmServer};
+use tarsy_store::Store;
 use tarsy_store::testing::{TempSqlite, TestDatabase};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -29,6 +30,7 @@ where
     // A panicking test drops `db` while unwinding, which removes the file.
     let db = TempSqlite::new("tarsy_e2e");
     test(db.url()).await;
+    assert_no_open_records(&db.url()).await;
 }
 
 /// Runs `test` with the URL of a new Postgres database made for it, then
@@ -43,7 +45,32 @@ where
         .unwrap_or_else(|e| panic!("{e}"));
     // A panicking test drops `db` while unwinding, which drops the database.
     test(db.url().to_string()).await;
+    assert_no_open_records(db.url()).await;
     db.drop_database().await.unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The invariant every test ends with: no ended session shows anything
+/// still running (a `streaming` event, a pending or active execution or
+/// stage) — a user would see a finished investigation still "working".
+/// The backend wrappers check it after each test; tests with a database of
+/// their own call it themselves.
+pub async fn assert_no_open_records(db_url: &str) {
+    let store = Store::connect(db_url)
+        .await
+        .unwrap_or_else(|e| panic!("the test's database: {e}"));
+    let open = store
+        .open_records_in_terminal_sessions()
+        .await
+        .unwrap_or_else(|e| panic!("reading open records: {e}"));
+    store.close().await;
+    assert!(
+        open.is_empty(),
+        "ended sessions left records open:\n{}",
+        open.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 /// Declares each `async fn name(db_url: String)` as the tests
@@ -149,6 +176,7 @@ pub fn local_options(config: Config, db_url: &str, llm_addr: &str) -> LocalOptio
         orphan_timeout: Duration::from_secs(300),
         summary_timeout: Duration::from_secs(20),
         shutdown_grace: Duration::from_secs(10),
+        ..DriverSettings::default()
     };
     o.mcp_timeouts = McpTimeouts {
         init: Duration::from_secs(10),
@@ -275,12 +303,29 @@ impl TestApp {
         }
     }
 
-    /// Waits (REST) until the session is terminal and no longer driven.
+    /// Waits (REST) until the session is terminal and no longer driven;
+    /// it must then show nothing still running (see
+    /// [`assert_no_open_records`]).
     pub async fn finish(&self, id: &str) -> Value {
         self.app
             .wait_for_terminal(id, Duration::from_secs(60))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
+        let open: Vec<String> = self
+            .app
+            .store()
+            .open_records_in_terminal_sessions()
+            .await
+            .unwrap_or_else(|e| panic!("reading open records: {e}"))
+            .iter()
+            .filter(|r| r.session_id == id)
+            .map(ToString::to_string)
+            .collect();
+        assert!(
+            open.is_empty(),
+            "the ended session left records open:\n{}",
+            open.join("\n")
+        );
         self.session(id).await
     }
 
@@ -379,6 +424,22 @@ impl WsClient {
         ) {
             self.events.push(f);
             self.arrivals.push(tokio::time::Instant::now());
+        }
+    }
+
+    /// Keeps every event that arrives within `period` (none may be
+    /// missed: the assertions of a quiet period read them all).
+    pub async fn collect_for(&mut self, period: Duration) {
+        let until = tokio::time::Instant::now() + period;
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            match tokio::time::timeout(left, self.next_frame(left + Duration::from_secs(1))).await {
+                Ok(f) => self.keep(f),
+                Err(_) => return,
+            }
         }
     }
 

@@ -8,6 +8,7 @@
 //! | [`fake_openai`] | a scripted OpenAI-compatible HTTP endpoint that records every request |
 //! | [`fake_slack`] | a local fake of Slack's `chat.postMessage` that records every message |
 //! | [`h2_tap`] | a loopback relay that times HTTP/2 (gRPC) requests and responses from outside both ends |
+//! | [`paced_llm`] | a slow model over gRPC that answers from the conversation it is sent (the same answer when asked again) |
 //! | [`harness`] | local mode booted per test (SQLite / Postgres, scripted LLM over gRPC, test MCP server), HTTP and WebSocket clients |
 //! | [`golden`] | golden files with normalised ids, times and durations (`TARSY_UPDATE_GOLDEN=1` rewrites) |
 //! | [`layers`] | a session's four data layers and WebSocket events as one deterministic document |
@@ -19,6 +20,7 @@ pub mod h2_tap;
 pub mod harness;
 pub mod layers;
 pub mod llm_service;
+pub mod paced_llm;
 
 pub use fake_openai::{FakeOpenAi, FakeReply, RecordedRequest};
 pub use llm_service::{LlmService, LlmServiceError};

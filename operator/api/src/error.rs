@@ -33,8 +33,13 @@ pub enum ErrorCode {
     PayloadTooLarge,
     /// 500: unexpected failure (details in the server log only).
     Internal,
-    /// 503: the service cannot take the request now.
+    /// 503: the service cannot take the request now (the database is
+    /// unavailable, TARSy is shutting down); `Retry-After` says when to try
+    /// again.
     Unavailable,
+    /// 507: the database's disk is full; nothing can be stored until space
+    /// is freed.
+    InsufficientStorage,
 }
 
 impl ErrorCode {
@@ -49,6 +54,7 @@ impl ErrorCode {
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
         }
     }
 
@@ -63,6 +69,7 @@ impl ErrorCode {
             Self::PayloadTooLarge => "payload_too_large",
             Self::Internal => "internal",
             Self::Unavailable => "unavailable",
+            Self::InsufficientStorage => "insufficient_storage",
         }
     }
 }
@@ -151,10 +158,26 @@ impl From<StoreError> for ApiError {
                 Self::conflict(format!("conflict on {kind}: {message}"))
             }
             StoreError::InvalidInput(message) => Self::bad_request(message),
+            e if e.is_disk_full() => {
+                tracing::error!(error = %e, "the database's disk is full");
+                Self::new(
+                    ErrorCode::InsufficientStorage,
+                    "the database's disk is full: nothing can be stored until space is freed",
+                )
+            }
+            e if e.is_transient() => {
+                tracing::warn!(error = %e, "the database is unavailable");
+                Self::unavailable(format!(
+                    "the database is unavailable ({e}); try again in a few seconds"
+                ))
+            }
             other => Self::internal(other),
         }
     }
 }
+
+/// Seconds a client is asked to wait before trying a 503 or 507 again.
+pub const RETRY_AFTER_SECS: u64 = 5;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -162,7 +185,17 @@ impl IntoResponse for ApiError {
             error: self.code,
             message: self.message,
         };
-        (self.code.status(), Json(body)).into_response()
+        let mut response = (self.code.status(), Json(body)).into_response();
+        if matches!(
+            self.code,
+            ErrorCode::Unavailable | ErrorCode::InsufficientStorage
+        ) {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(RETRY_AFTER_SECS),
+            );
+        }
+        response
     }
 }
 

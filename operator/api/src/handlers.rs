@@ -216,7 +216,7 @@ pub(crate) struct Health {
     responses(
         (status = 200, description = "The database answers: `healthy`, or `degraded` \
             (system warnings, or an MCP server or dependency failing its last check).", body = Health),
-        (status = 503, description = "The database does not answer: `unhealthy`.", body = Health),
+        (status = 503, description = "The database does not answer, or does not take a write (a full disk): `unhealthy`.", body = Health),
     )
 )]
 pub(crate) async fn health(State(api): State<AppState>) -> Response {
@@ -225,11 +225,21 @@ pub(crate) async fn health(State(api): State<AppState>) -> Response {
         tarsy_store::BackendKind::Postgres => DatabaseBackend::Postgres,
         tarsy_store::BackendKind::Sqlite => DatabaseBackend::Sqlite,
     };
-    let (sessions_in_progress, error) = match db {
+    let (sessions_in_progress, mut error) = match db {
         Ok(Ok(in_progress)) => (Some(in_progress), None),
         Ok(Err(e)) => (None, Some(e.to_string())),
         Err(_) => (None, Some("no answer within 5 s".to_string())),
     };
+    // A database that answers reads may still refuse writes (a full disk):
+    // investigations would stall, so it is as unhealthy as one that is down.
+    if error.is_none() {
+        error = match tokio::time::timeout(HEALTH_DB_TIMEOUT, api.store.probe_write()).await {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) if e.is_disk_full() => Some(format!("the disk is full: {e}")),
+            Ok(Err(e)) => Some(format!("writes fail: {e}")),
+            Err(_) => Some("a write got no answer within 5 s".to_string()),
+        };
+    }
     let db_ok = error.is_none();
     let database = DatabaseHealth {
         status: if db_ok {
@@ -377,7 +387,8 @@ pub(crate) struct AlertResponse {
             an unknown alert type, chain, MCP server or tool; several chains for the type.", body = ErrorBody),
         (status = 413, description = "`data` over 1 MiB, or the body over its limit.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
-        (status = 503, description = "The orchestrator cannot take work now.", body = ErrorBody),
+        (status = 507, description = "The database's disk is full.", body = ErrorBody),
+        (status = 503, description = "The orchestrator cannot take work now, or the database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
     )
 )]
 pub(crate) async fn submit_alert(
@@ -649,6 +660,8 @@ fn parse_sort(sort: Option<&str>, order: Option<&str>) -> ApiResult<SessionSort>
             out of range or not a number; an unknown `sort` or `order`; a boolean that is \
             not `true` or `false`.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
+        (status = 503, description = "The database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
+        (status = 507, description = "The database's disk is full.", body = ErrorBody),
     )
 )]
 pub(crate) async fn list_sessions(
@@ -837,6 +850,8 @@ async fn session_objects(api: &AppState, id: &str) -> SessionObjects {
         (status = 400, description = "An undecodable path.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
+        (status = 503, description = "The database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
+        (status = 507, description = "The database's disk is full.", body = ErrorBody),
     )
 )]
 pub(crate) async fn get_session(
@@ -952,6 +967,8 @@ pub(crate) async fn metrics(State(api): State<AppState>) -> Response {
         (status = 400, description = "An undecodable path.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
+        (status = 503, description = "The database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
+        (status = 507, description = "The database's disk is full.", body = ErrorBody),
     )
 )]
 pub(crate) async fn timeline(
@@ -1004,6 +1021,8 @@ pub(crate) enum CancelResponse {
         (status = 409, description = "A finished session with no chat answer running: \
             nothing to cancel.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
+        (status = 503, description = "The database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
+        (status = 507, description = "The database's disk is full.", body = ErrorBody),
     )
 )]
 pub(crate) async fn cancel_session(
@@ -1014,6 +1033,7 @@ pub(crate) async fn cancel_session(
     let outcome = api.control.cancel(&id).await.map_err(|e| match e {
         CancelError::NotFound(_) => ApiError::not_found(e.to_string()),
         CancelError::NothingToCancel { .. } => ApiError::conflict(e.to_string()),
+        CancelError::Unavailable(m) => ApiError::unavailable(m),
         CancelError::Internal(m) => ApiError::internal(m),
     })?;
     Ok(Json(match outcome {
@@ -1077,7 +1097,8 @@ pub(crate) struct ChatResponse {
             previous question is still being answered.", body = ErrorBody),
         (status = 413, description = "The message or the body over its limit.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
-        (status = 503, description = "The orchestrator cannot take work now.", body = ErrorBody),
+        (status = 507, description = "The database's disk is full.", body = ErrorBody),
+        (status = 503, description = "The orchestrator cannot take work now, or the database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
     )
 )]
 pub(crate) async fn send_chat_message(
@@ -1182,6 +1203,8 @@ pub(crate) async fn system_configuration(
         (status = 400, description = "An undecodable path.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
+        (status = 503, description = "The database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
+        (status = 507, description = "The database's disk is full.", body = ErrorBody),
     )
 )]
 pub(crate) async fn trace(
@@ -1237,6 +1260,8 @@ fn interaction_not_found(kind: &str, interaction_id: &str, session_id: &str) -> 
         (status = 400, description = "An undecodable path.", body = ErrorBody),
         (status = 404, description = "No such session, or no such interaction in it.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
+        (status = 503, description = "The database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
+        (status = 507, description = "The database's disk is full.", body = ErrorBody),
     )
 )]
 pub(crate) async fn llm_interaction(
@@ -1305,6 +1330,8 @@ pub(crate) async fn llm_interaction(
         (status = 400, description = "An undecodable path.", body = ErrorBody),
         (status = 404, description = "No such session, or no such interaction in it.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
+        (status = 503, description = "The database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
+        (status = 507, description = "The database's disk is full.", body = ErrorBody),
     )
 )]
 pub(crate) async fn mcp_interaction(

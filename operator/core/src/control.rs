@@ -99,6 +99,9 @@ pub enum CancelError {
         /// The session's status.
         status: SessionStatus,
     },
+    /// Cannot cancel now, e.g. the database is unavailable (HTTP 503).
+    #[error("{0}")]
+    Unavailable(String),
     /// An unexpected failure (HTTP 500).
     #[error("{0}")]
     Internal(String),

@@ -170,6 +170,12 @@ pub enum RecordError {
     /// The backing store failed.
     #[error("storage error: {0}")]
     Storage(String),
+    /// The backing store could not be reached (or could not take the
+    /// write) for longer than its writes wait: the record is not lost to a
+    /// bad request, and the execution can go on from its stored records
+    /// once the store is back.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// One write of a [`ExecutionRecorder::write_batch`].

@@ -148,6 +148,12 @@ pub struct ExecutionResult {
     pub usage: TokenUsage,
     /// Iterations started.
     pub iterations: u32,
+    /// The store could not take the execution's records for longer than
+    /// its writes wait (an outage, a full disk): the execution stopped
+    /// without an outcome of its own, and goes on from its stored records
+    /// once the store is back ([`ExecutionResult::interrupted`]). `status`
+    /// is then not the execution's end and must not be recorded as such.
+    pub interrupted: Option<String>,
 }
 
 impl ExecutionResult {
@@ -159,6 +165,7 @@ impl ExecutionResult {
             error: None,
             usage,
             iterations,
+            interrupted: None,
         }
     }
 
@@ -175,7 +182,28 @@ impl ExecutionResult {
             error: Some(error.into()),
             usage,
             iterations,
+            interrupted: None,
         }
+    }
+
+    /// A result of an execution the store could not record for too long
+    /// (see [`ExecutionResult::interrupted`]).
+    pub fn interrupted(why: impl Into<String>, usage: TokenUsage, iterations: u32) -> Self {
+        let why = why.into();
+        Self {
+            status: ExecutionStatus::Failed,
+            final_analysis: None,
+            error: Some(why.clone()),
+            usage,
+            iterations,
+            interrupted: Some(why),
+        }
+    }
+
+    /// Whether the execution stopped without an outcome of its own (see
+    /// [`ExecutionResult::interrupted`]).
+    pub fn is_interrupted(&self) -> bool {
+        self.interrupted.is_some()
     }
 }
 

@@ -88,8 +88,11 @@ pub struct ChatStore<'a> {
     pub masker: Option<&'a MaskingService>,
 }
 
-fn internal(e: impl std::fmt::Display) -> ChatError {
-    ChatError::Internal(e.to_string())
+fn internal(e: tarsy_store::StoreError) -> ChatError {
+    match e.unavailable_message() {
+        Some(m) => ChatError::Unavailable(m),
+        None => ChatError::Internal(e.to_string()),
+    }
 }
 
 /// Accepts a question and starts answering it (see the module docs).

@@ -54,6 +54,7 @@ impl AgentInput {
 }
 
 /// One execution to run: who it is, what it works on, its limits.
+#[derive(Clone)]
 pub struct Assignment {
     scope: RecordScope,
     alert_type: String,
@@ -113,7 +114,7 @@ pub struct Launched {
 /// Told when the MCP sessions are open, with the servers that failed and
 /// the tools each other server offers (the runner reports them in its
 /// status before the engine starts).
-pub type ToolsReady = Box<dyn FnOnce(&[FailedServer], &BTreeMap<String, Vec<String>>) + Send>;
+pub type ToolsReady = Arc<dyn Fn(&[FailedServer], &BTreeMap<String, Vec<String>>) + Send + Sync>;
 
 /// What every execution of a process shares.
 #[derive(Clone)]
@@ -135,6 +136,9 @@ pub struct Launcher {
     pub runbooks: Arc<Runbooks>,
 }
 
+/// How often an execution the store interrupted checks whether it is back.
+const STORE_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn ended(status: ExecutionStatus, why: impl Into<String>) -> ExecutionResult {
     ExecutionResult::ended(status, why, TokenUsage::default(), 0)
 }
@@ -146,7 +150,50 @@ impl Launcher {
 
     /// Runs `a` to its end. The caller records the terminal status (it knows
     /// why a cancelled execution was stopped).
+    ///
+    /// An execution the store interrupted (its records could not be written
+    /// for longer than the store's writes wait) is run again from its stored
+    /// records once the store takes a write again: an outage of the
+    /// database costs an investigation time, not its outcome. Should it be
+    /// cancelled or reach its deadline meanwhile, it ends so.
     pub async fn run(&self, a: Assignment, on_tools: Option<ToolsReady>) -> Launched {
+        loop {
+            let launched = self.run_once(a.clone(), on_tools.clone()).await;
+            let Some(why) = launched.result.interrupted.clone() else {
+                return launched;
+            };
+            tracing::warn!(execution_id = %a.execution_id(), reason = %why, "execution interrupted by the store; it resumes once the store is back");
+            if let Err(end) = self.wait_for_store(&a).await {
+                return Launched {
+                    result: ended(end.0, end.1),
+                    ..launched
+                };
+            }
+            tracing::info!(execution_id = %a.execution_id(), "the store is back; resuming the execution from its stored records");
+        }
+    }
+
+    /// Waits until the store takes a write, or `a` is cancelled or reaches
+    /// its deadline (`Err` with the end that makes).
+    async fn wait_for_store(&self, a: &Assignment) -> Result<(), (ExecutionStatus, String)> {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(STORE_RECHECK) => {}
+                _ = a.cancel.cancelled() => {
+                    return Err((ExecutionStatus::Cancelled, "cancelled while waiting for the store".into()));
+                }
+                _ = tokio::time::sleep_until(a.deadline) => {
+                    return Err((ExecutionStatus::TimedOut, "session timed out while waiting for the store".into()));
+                }
+            }
+            match self.store.probe_write().await {
+                Ok(()) => return Ok(()),
+                Err(e) => tracing::debug!(error = %e, "the store is still unavailable"),
+            }
+        }
+    }
+
+    async fn run_once(&self, a: Assignment, on_tools: Option<ToolsReady>) -> Launched {
         let execution_id = a.execution_id().to_string();
         if let Err(e) = self
             .store

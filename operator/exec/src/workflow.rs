@@ -79,8 +79,9 @@ pub enum StoreOp {
         /// Why it did not complete.
         error: Option<String>,
     },
-    /// Record the session's end. A summary (or its error) already in the
-    /// row is kept: it was stored whole when it was made, while the one here
+    /// Record the session's end; what it left open (streaming events,
+    /// unfinished executions and stages) is closed with the reason. A
+    /// summary (or its error) already in the row is kept: it was stored whole when it was made, while the one here
     /// may be the bounded copy a cluster status holds.
     FinishSession {
         /// Session id.
@@ -533,6 +534,17 @@ pub async fn perform(
             session_id,
             outcome,
         } => {
+            let reason = match &outcome.error_message {
+                Some(e) => format!("the session ended ({}): {e}", outcome.status),
+                None => format!(
+                    "the session ended ({}) before this recorded its end",
+                    outcome.status
+                ),
+            };
+            match store.close_open_records(session_id, &reason).await {
+                Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
             // The analysis in full, from the records (the caller may hold a
             // clipped copy: a cluster status does).
             let mut outcome = outcome.clone();

@@ -96,17 +96,21 @@ async fn sweep(rt: &Arc<Runtime>) {
 }
 
 /// Claims pending sessions while the limit allows, oldest first.
+///
+/// Through the fail-fast store, and holding the submission lock only to
+/// claim: a submission waits for that lock, and a call waiting out an
+/// outage would keep every `POST /alerts` from answering 503 within its
+/// bound. Nothing is lost by failing: the loop looks again at its next
+/// turn.
 async fn admit_pending(rt: &Arc<Runtime>) -> Result<()> {
-    let _submissions = rt.submitting.lock().await;
-    let in_progress = rt
-        .store
+    let store = &rt.api_store;
+    let in_progress = store
         .count_sessions_with_status(&[SessionStatus::InProgress, SessionStatus::Cancelling])
         .await?;
     let in_progress = usize::try_from(in_progress).unwrap_or(usize::MAX);
     // The state machine's admission rule decides how many may start; the
     // store's claim hands them out oldest first, atomically.
-    let page = rt
-        .store
+    let page = store
         .list_sessions(&SessionFilter {
             statuses: vec![SessionStatus::Pending],
             limit: Some(1000),
@@ -122,11 +126,17 @@ async fn admit_pending(rt: &Arc<Runtime>) -> Result<()> {
         })
         .collect();
     let admitted = admit(&pending, in_progress, Some(rt.max_concurrent));
+    if admitted.is_empty() {
+        return Ok(());
+    }
+    // A session is seen `pending` (its submission publishes it under this
+    // lock) before it is seen `in_progress`.
+    let _submissions = rt.submitting.lock().await;
     for _ in admitted {
         if rt.shutdown.is_cancelled() {
             break;
         }
-        match rt.store.claim_next_pending_session(&rt.pod_id).await? {
+        match store.claim_next_pending_session(&rt.pod_id).await? {
             Some(session) => {
                 tracing::info!(session_id = %session.id, chain = %session.chain_id, "session admitted");
                 if rt.notifier.as_ref().is_some_and(|n| n.notifies_start()) {
@@ -144,9 +154,22 @@ async fn admit_pending(rt: &Arc<Runtime>) -> Result<()> {
 pub(crate) async fn admission_loop(rt: Arc<Runtime>, sweep_orphans: bool) {
     let mut sweeps = tokio::time::interval(rt.settings.heartbeat_interval);
     sweeps.tick().await;
+    // An outage fails every turn: said once, not at every poll.
+    let mut failing = false;
     loop {
-        if let Err(e) = admit_pending(&rt).await {
-            tracing::warn!(error = %e, "admitting pending sessions failed");
+        match admit_pending(&rt).await {
+            Ok(()) if failing => {
+                failing = false;
+                tracing::info!("admitting pending sessions works again");
+            }
+            Ok(()) => {}
+            Err(e) if failing => {
+                tracing::debug!(error = %e, "admitting pending sessions still fails")
+            }
+            Err(e) => {
+                failing = true;
+                tracing::warn!(error = %e, "admitting pending sessions failed");
+            }
         }
         tokio::select! {
             _ = rt.shutdown.cancelled() => return,

@@ -254,7 +254,7 @@ impl LocalApp {
         {
             return Err(SessionError::MissingCommand(missing));
         }
-        let store = Store::connect_with(
+        let opened = Store::connect_with(
             &options.database_url,
             ConnectOptions {
                 max_connections: options.max_connections,
@@ -262,6 +262,8 @@ impl LocalApp {
             },
         )
         .await?;
+        let store = opened.patient(options.settings.store_patience);
+        let api_store = opened.fail_fast(tarsy_store::FAIL_FAST_LIMIT);
         let config = Arc::new(options.config);
         let llm = match options.llm_service {
             Some(service) => LlmRouter::with_service(service, &options.config_dir),
@@ -280,7 +282,7 @@ impl LocalApp {
         }
         let mcp = McpClientFactory::new(mcp_configs.values().cloned(), masking.clone())
             .with_timeouts(options.mcp_timeouts);
-        let hub = EventHub::start(store.clone());
+        let hub = EventHub::start(api_store.clone());
         let publisher: Arc<dyn EventPublisher> = hub.publisher();
         let max_concurrent = options
             .max_concurrent_sessions
@@ -305,6 +307,7 @@ impl LocalApp {
         };
         let rt = Arc::new(Runtime {
             store: store.clone(),
+            api_store,
             config,
             llm,
             launcher,
@@ -321,7 +324,7 @@ impl LocalApp {
             shutdown: CancellationToken::new(),
             interrupt: CancellationToken::new(),
             tasks: TaskTracker::new(),
-            notifier: options.slack.map(|s| SlackNotifier::new(s, store.clone())),
+            notifier: options.slack.map(|s| SlackNotifier::new(s, opened.clone())),
         });
         // The MCP health monitor runs with the API (it backs `/health`), and
         // its tool lists check the MCP selections of submitted alerts.

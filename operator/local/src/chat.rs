@@ -28,7 +28,7 @@ pub(crate) async fn submit(
         return Err(ChatError::Unavailable("TARSy is shutting down".into()));
     }
     let at = ChatStore {
-        store: &rt.store,
+        store: &rt.api_store,
         publisher: Some(&rt.publisher),
         masker: Some(&rt.masking),
     };

@@ -25,10 +25,22 @@ pub struct LocalControl {
     pub(crate) tools: Arc<dyn ToolCatalog>,
 }
 
+/// What a submission's create is given at least, when waiting for the
+/// submission lock took nearly all its time: a live database answers well
+/// within it.
+const MIN_CREATE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A cancel request's store failure: 503 when the store is unavailable.
+fn cancel_error(e: StoreError) -> CancelError {
+    match e.unavailable_message() {
+        Some(m) => CancelError::Unavailable(m),
+        None => CancelError::Internal(e.to_string()),
+    }
+}
+
 impl LocalControl {
     async fn cancel_session(&self, session_id: &str) -> Result<Option<SessionStatus>, CancelError> {
-        let store = &self.rt.store;
-        let internal = |e: StoreError| CancelError::Internal(e.to_string());
+        let store = &self.rt.api_store;
         // Not started yet: nothing runs, it ends at once.
         if store
             .transition_session_status(
@@ -37,9 +49,9 @@ impl LocalControl {
                 SessionStatus::Cancelled,
             )
             .await
-            .map_err(internal)?
+            .map_err(cancel_error)?
         {
-            let session = store.get_session(session_id).await.map_err(internal)?;
+            let session = store.get_session(session_id).await.map_err(cancel_error)?;
             store
                 .finish_session(
                     session_id,
@@ -52,7 +64,7 @@ impl LocalControl {
                     },
                 )
                 .await
-                .map_err(internal)?;
+                .map_err(cancel_error)?;
             self.rt
                 .publish_session_status(session_id, SessionStatus::Cancelled)
                 .await;
@@ -67,7 +79,7 @@ impl LocalControl {
                 SessionStatus::Cancelling,
             )
             .await
-            .map_err(internal)?
+            .map_err(cancel_error)?
         {
             self.rt
                 .publish_session_status(session_id, SessionStatus::Cancelling)
@@ -94,15 +106,32 @@ impl SessionControl for LocalControl {
         let id = uuid::Uuid::new_v4().to_string();
         // Fail-open: a masking failure keeps the data unmasked (logged).
         let row = new_session(id.clone(), &chain.name, &alert, Some(&self.rt.masking));
-        let submitting = self.rt.submitting.lock().await;
+        // The request answers within the API's bound also while the
+        // database is down: not waiting as long as an investigation's writes
+        // do, and the wait for the lock (a claim or another submission may
+        // hold it while its own call waits for a connection) counting in.
+        let limit = tarsy_store::FAIL_FAST_LIMIT;
+        let deadline = tokio::time::Instant::now() + limit;
+        let submitting = tokio::time::timeout_at(deadline, self.rt.submitting.lock())
+            .await
+            .map_err(|_| {
+                SubmitError::Unavailable(format!(
+                    "the database is unavailable; try again shortly (no answer within {limit:?})"
+                ))
+            })?;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let created = self
             .rt
-            .store
+            .api_store
+            .fail_fast(left.max(MIN_CREATE))
             .create_session(row)
             .await
             .map_err(|e| match e {
                 StoreError::InvalidInput(m) => SubmitError::Invalid(m),
-                other => SubmitError::Internal(other.to_string()),
+                other => match other.unavailable_message() {
+                    Some(m) => SubmitError::Unavailable(m),
+                    None => SubmitError::Internal(other.to_string()),
+                },
             })?;
         self.rt
             .publish_session_status(&id, SessionStatus::Pending)
@@ -117,12 +146,12 @@ impl SessionControl for LocalControl {
     }
 
     async fn cancel(&self, session_id: &str) -> Result<CancelOutcome, CancelError> {
-        let session = match self.rt.store.get_session(session_id).await {
+        let session = match self.rt.api_store.get_session(session_id).await {
             Ok(s) => s,
             Err(StoreError::NotFound { .. }) => {
                 return Err(CancelError::NotFound(session_id.to_string()));
             }
-            Err(e) => return Err(CancelError::Internal(e.to_string())),
+            Err(e) => return Err(cancel_error(e)),
         };
         if !session.status.is_terminal()
             && let Some(status) = self.cancel_session(session_id).await?

@@ -33,5 +33,16 @@ pub enum SessionError {
     Invalid(String),
 }
 
+impl SessionError {
+    /// The store could not be reached (or could not take a write): the same
+    /// step may well succeed later.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Store(e) | Self::Exec(tarsy_exec::ExecError::Store(e)) => e.is_transient(),
+            _ => false,
+        }
+    }
+}
+
 /// Results of this crate.
 pub type Result<T, E = SessionError> = std::result::Result<T, E>;

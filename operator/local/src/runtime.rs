@@ -33,6 +33,10 @@ pub struct DriverSettings {
     /// before interrupting them (an interrupted execution is resumed by the
     /// next start).
     pub shutdown_grace: Duration,
+    /// How long one write of an investigation waits out an unavailable
+    /// store before its execution is interrupted (it resumes once the
+    /// store is back); the session itself waits as long as it takes.
+    pub store_patience: Duration,
 }
 
 impl Default for DriverSettings {
@@ -43,6 +47,7 @@ impl Default for DriverSettings {
             orphan_timeout: Duration::from_secs(5 * 60),
             summary_timeout: tarsy_exec::DEFAULT_SUMMARY_TIMEOUT,
             shutdown_grace: Duration::from_secs(10),
+            store_patience: tarsy_store::DEFAULT_PATIENCE,
         }
     }
 }
@@ -69,7 +74,12 @@ pub(crate) struct ActiveChat {
 
 /// The shared state of the local driver.
 pub(crate) struct Runtime {
+    /// The store as investigations write it: calls wait out an outage
+    /// ([`Store::patient`]).
     pub(crate) store: Store,
+    /// The store as requests read and write it: an outage fails a call at
+    /// once ([`Store::fail_fast`]), for a 503 instead of a hung request.
+    pub(crate) api_store: Store,
     pub(crate) config: Arc<Config>,
     pub(crate) llm: Arc<LlmRouter>,
     /// Runs executions (MCP tools, runbook, breakers, engine).

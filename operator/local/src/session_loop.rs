@@ -27,8 +27,12 @@ use crate::error::{Result, SessionError};
 use crate::runtime::{Runtime, lock};
 use crate::view;
 
-/// Attempts of one action before the session is failed (storage errors).
+/// Attempts of one action before the session is failed (storage errors
+/// other than an unavailable store).
 const MAX_ATTEMPTS: u32 = 5;
+
+/// How often a session whose store is unavailable looks again.
+const STORE_RECHECK: Duration = Duration::from_secs(2);
 
 /// Why the runner stopped an execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +88,9 @@ async fn fail_session(rt: &Runtime, session_id: &str, error: &str) {
         executive_summary_error: session.executive_summary_error,
         error_message: Some(error.to_string()),
     };
+    if let Err(e) = rt.store.close_open_records(session_id, error).await {
+        tracing::warn!(%session_id, error = %e, "cannot close the records the session left open");
+    }
     if rt.store.finish_session(session_id, outcome).await.is_ok() {
         rt.publish_session_status(session_id, SessionStatus::Failed)
             .await;
@@ -241,11 +248,19 @@ impl SessionRun {
         }
     }
 
+    /// Applies `action`; a step the store could not take is tried again:
+    /// while the store is unavailable for as long as it takes (the store's
+    /// own patience is one attempt; a session waits, it does not fail over
+    /// an outage), otherwise a few times.
     async fn apply_with_retry(&mut self, action: Action) -> Result<()> {
         let mut attempt = 1;
         loop {
             match self.apply(action.clone()).await {
                 Ok(()) => return Ok(()),
+                Err(e) if e.is_transient() && !self.rt.shutdown.is_cancelled() => {
+                    tracing::warn!(session_id = %self.session_id(), error = %e, "the store is unavailable; the session waits for it");
+                    tokio::time::sleep(STORE_RECHECK).await;
+                }
                 Err(e) if attempt < MAX_ATTEMPTS && !self.rt.shutdown.is_cancelled() => {
                     tracing::warn!(session_id = %self.session_id(), attempt, error = %e, "applying a session step failed; retrying");
                     tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
@@ -316,19 +331,34 @@ impl SessionRun {
             tracing::info!(execution_id = %running.id, "execution interrupted by the shutdown; the next start resumes it");
             return;
         }
+
         let stop = match running.stop {
             Some(Stop::Machine(reason)) => Some(reason),
             _ => None,
         };
         let (status, error) = stopped_outcome(stop, result.status, result.error.clone());
         let id = running.id.clone();
-        if let Err(e) = self
-            .rt
-            .store
-            .update_agent_execution_status(&id, status, error.as_deref())
-            .await
-        {
-            tracing::warn!(execution_id = %id, error = %e, "cannot record execution status");
+        // Stored before the session moves on, waiting out an unavailable
+        // store as every session step does: an end left unrecorded would
+        // be closed as failed when the session ends, and a completed
+        // investigation would show a failed execution.
+        loop {
+            match self
+                .rt
+                .store
+                .update_agent_execution_status(&id, status, error.as_deref())
+                .await
+            {
+                Ok(_) => break,
+                Err(e) if e.is_transient() && !self.rt.shutdown.is_cancelled() => {
+                    tracing::warn!(execution_id = %id, error = %e, "the store is unavailable; the execution's end waits for it");
+                    tokio::time::sleep(STORE_RECHECK).await;
+                }
+                Err(e) => {
+                    tracing::warn!(execution_id = %id, error = %e, "cannot record execution status");
+                    break;
+                }
+            }
         }
         execution_ended(
             &mut self.view,

@@ -75,6 +75,10 @@ pub struct RunnerOptions {
     pub script_dir: PathBuf,
     /// How long to keep trying to reach Postgres at start.
     pub database_retry: Duration,
+    /// How long one write waits out an unavailable Postgres (a failover)
+    /// before the execution is interrupted; it resumes once Postgres is
+    /// back ([`tarsy_exec::Launcher::run`]).
+    pub store_patience: Duration,
     /// How often progress is written to the status at most.
     pub status_interval: Duration,
     /// When the process started: the origin of
@@ -101,6 +105,7 @@ impl RunnerOptions {
             bridge_ports: BTreeMap::new(),
             script_dir: PathBuf::from("."),
             database_retry: Duration::from_secs(30),
+            store_patience: tarsy_store::DEFAULT_PATIENCE,
             status_interval: Duration::from_millis(500),
             started: Instant::now(),
         }
@@ -180,7 +185,7 @@ pub async fn run(
         connect_store(&options.database_url, options.database_retry, &cancel),
     );
     let store = match store {
-        Ok(s) => s,
+        Ok(s) => s.patient(options.store_patience),
         Err(e) => {
             end.unrecorded(&cancel, &e).await;
             return Err(e);
@@ -265,7 +270,7 @@ pub async fn run(
             );
             let progress_for_tools = progress.clone();
             let mcp_servers = ae.spec.resolved.mcp_servers.clone();
-            let on_tools = Box::new(
+            let on_tools: tarsy_exec::launch::ToolsReady = Arc::new(
                 move |failed: &[tarsy_engine::prompt::FailedServer],
                       offered: &std::collections::BTreeMap<String, Vec<String>>| {
                     let outcomes = summary::mcp_outcomes(&mcp_servers, failed, offered, &now());

@@ -41,12 +41,33 @@ impl Store {
         let expected = statements.len() as u64;
         match self.db.execute_batch(statements).await {
             Ok(n) if n == expected => Ok(ids),
-            // A completion matched no event (every other write affects one
-            // row): the batch is committed, as the writes before a failed
-            // single completion would be.
-            Ok(_) => Err(StoreError::not_found(EVENT, completed.join(", "))),
+            // Fewer rows: a completion matched no event (the batch is
+            // committed, as the writes before a failed single completion
+            // would be), or an attempt whose commit was not acknowledged
+            // had stored the records already (inserts skip their ids).
+            Ok(_) => {
+                let missing = self.missing_events(&completed).await?;
+                if missing.is_empty() {
+                    Ok(ids)
+                } else {
+                    Err(StoreError::not_found(EVENT, missing.join(", ")))
+                }
+            }
             Err(_) => self.write_each(writes).await,
         }
+    }
+
+    /// Which of `ids` name no timeline event.
+    async fn missing_events(&self, ids: &[String]) -> Result<Vec<String>> {
+        let mut missing = Vec::new();
+        for id in ids {
+            match self.get_timeline_event(id).await {
+                Ok(_) => {}
+                Err(StoreError::NotFound { .. }) => missing.push(id.clone()),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(missing)
     }
 
     async fn write_each(&self, writes: Vec<RecordWrite>) -> Result<Vec<Option<String>>> {
@@ -82,7 +103,8 @@ impl Store {
                 let sql = Sql::new(
                     "INSERT INTO timeline_events (id, session_id, stage_id, execution_id, sequence_number, \
                      event_type, status, content, metadata, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) \
+                     ON CONFLICT (id) DO NOTHING",
                 )
                 .bind(id.clone())
                 .bind(&e.scope.session_id)
@@ -141,7 +163,8 @@ impl Store {
                 let sql = Sql::new(
                     "INSERT INTO messages (id, session_id, stage_id, execution_id, sequence_number, role, \
                      content, tool_calls, tool_call_id, tool_name, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     ON CONFLICT (id) DO NOTHING",
                 )
                 .bind(id.clone())
                 .bind(&m.scope.session_id)
@@ -158,12 +181,12 @@ impl Store {
             }
             RecordWrite::LlmInteraction(i) => {
                 let id = new_id();
-                let sql = insert_llm_interaction(i.clone(), id.clone(), "");
+                let sql = insert_llm_interaction(i.clone(), id.clone(), IF_NEW);
                 (sql, Some(id))
             }
             RecordWrite::McpInteraction(i) => {
                 let id = new_id();
-                let sql = insert_mcp_interaction(i, id.clone(), "");
+                let sql = insert_mcp_interaction(i, id.clone(), IF_NEW);
                 (sql, Some(id))
             }
         }))
@@ -171,3 +194,7 @@ impl Store {
 }
 
 const EVENT: &str = "timeline event";
+
+/// Inside a batch, an insert that skips a record an earlier attempt of the
+/// same batch stored (same id).
+const IF_NEW: &str = " ON CONFLICT (id) DO NOTHING";

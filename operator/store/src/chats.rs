@@ -93,14 +93,15 @@ impl Store {
         if content.trim().is_empty() {
             return Err(StoreError::InvalidInput("chat message is empty".into()));
         }
+        let id = new_id();
         let result = self
             .db
             .fetch_optional::<ChatUserMessage>(
                 Sql::new(
                     "INSERT INTO chat_user_messages (id, chat_id, content, author, created_at) \
-                     VALUES ($1, $2, $3, $4, $5) RETURNING *",
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING *",
                 )
-                .bind(new_id())
+                .bind(id.clone())
                 .bind(chat_id)
                 .bind(content)
                 .bind(author)
@@ -113,7 +114,8 @@ impl Store {
             });
         match result {
             Ok(Some(m)) => Ok(m),
-            Ok(None) => Err(StoreError::Database(sqlx::Error::RowNotFound)),
+            // Stored by an earlier attempt of this call.
+            Ok(None) => self.get_chat_user_message(&id).await,
             Err(e) if is_foreign_key_violation(&e) => Err(StoreError::not_found(CHAT, chat_id)),
             Err(e) => Err(e),
         }

@@ -6,6 +6,8 @@
 //! The few real dialect differences are the functions of [`Dialect`].
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::Value;
@@ -213,9 +215,21 @@ impl<T> Record for T where
 
 /// The connection pool of either backend.
 #[derive(Debug, Clone)]
-pub(crate) enum Db {
+pub(crate) enum Pool {
     Postgres(PgPool),
     Sqlite(SqlitePool),
+}
+
+/// A pool and how a handle on it treats an unreachable database.
+#[derive(Debug, Clone)]
+pub(crate) struct Db {
+    pub(crate) pool: Pool,
+    /// Calls that fail transiently are made again, with backoff, for at
+    /// most this long (`None`: they fail at once).
+    pub(crate) patience: Option<Duration>,
+    /// A call that gets no connection within this long fails as
+    /// [`StoreError::TimedOut`].
+    pub(crate) limit: Option<Duration>,
 }
 
 /// An open transaction of either backend.
@@ -269,12 +283,41 @@ impl Target<'_> {
     }
 
     /// Runs a query returning at most one record.
+    ///
+    /// On SQLite the statement is stepped to its end (`fetch_all`): an
+    /// autocommit write (`UPDATE … RETURNING`) commits when it finishes,
+    /// and a statement left unfinished after its first row is committed
+    /// while sqlx resets it, which drops the commit's error (a full disk
+    /// would read as success).
     pub(crate) async fn fetch_optional<T: Record>(self, sql: Sql) -> Result<Option<T>> {
-        Ok(on_target!(self, sql, |e, text, args| {
-            sqlx::query_as_with::<_, T, _>(text, args)
-                .fetch_optional(e)
-                .await?
-        }))
+        Ok(match self {
+            Target::PgPool(e) => {
+                let (text, args) = sql.pg()?;
+                sqlx::query_as_with::<_, T, _>(text, args)
+                    .fetch_optional(e)
+                    .await?
+            }
+            Target::PgConn(e) => {
+                let (text, args) = sql.pg()?;
+                sqlx::query_as_with::<_, T, _>(text, args)
+                    .fetch_optional(e)
+                    .await?
+            }
+            Target::LitePool(e) => {
+                let (text, args) = sql.sqlite()?;
+                let rows = sqlx::query_as_with::<_, T, _>(text, args)
+                    .fetch_all(e)
+                    .await?;
+                rows.into_iter().next()
+            }
+            Target::LiteConn(e) => {
+                let (text, args) = sql.sqlite()?;
+                let rows = sqlx::query_as_with::<_, T, _>(text, args)
+                    .fetch_all(e)
+                    .await?;
+                rows.into_iter().next()
+            }
+        })
     }
 
     /// Runs a query returning records.
@@ -286,29 +329,43 @@ impl Target<'_> {
         }))
     }
 
-    /// Runs a query returning one integer (counts, ids).
+    /// Runs a query returning one integer (counts, ids); stepped to its
+    /// end like [`Target::fetch_optional`].
     pub(crate) async fn fetch_i64(self, sql: Sql) -> Result<i64> {
-        Ok(on_target!(self, sql, |e, text, args| {
+        let values: Vec<i64> = on_target!(self, sql, |e, text, args| {
             sqlx::query_scalar_with::<_, i64, _>(text, args)
-                .fetch_one(e)
+                .fetch_all(e)
                 .await?
-        }))
+        });
+        values
+            .into_iter()
+            .next()
+            .ok_or(StoreError::Database(sqlx::Error::RowNotFound))
     }
 }
 
 impl Db {
+    /// A handle on `pool` that fails at once.
+    pub(crate) fn new(pool: Pool) -> Self {
+        Self {
+            pool,
+            patience: None,
+            limit: None,
+        }
+    }
+
     fn target(&self) -> Target<'_> {
-        match self {
-            Db::Postgres(p) => Target::PgPool(p),
-            Db::Sqlite(p) => Target::LitePool(p),
+        match &self.pool {
+            Pool::Postgres(p) => Target::PgPool(p),
+            Pool::Sqlite(p) => Target::LitePool(p),
         }
     }
 
     /// The backend of this pool.
     pub(crate) fn kind(&self) -> BackendKind {
-        match self {
-            Db::Postgres(_) => BackendKind::Postgres,
-            Db::Sqlite(_) => BackendKind::Sqlite,
+        match self.pool {
+            Pool::Postgres(_) => BackendKind::Postgres,
+            Pool::Sqlite(_) => BackendKind::Sqlite,
         }
     }
 
@@ -317,35 +374,153 @@ impl Db {
         Dialect(self.kind())
     }
 
+    /// Runs `call` under this handle's rules: when it is patient, made
+    /// again after a transient failure with
+    /// jittered exponential backoff until its patience runs out. Every call
+    /// made again is idempotent: the same statement with the same ids, each
+    /// insert of a record with an id ignoring one already stored.
+    ///
+    /// Each attempt is bounded by the patience left (at least
+    /// [`MIN_ATTEMPT`]): the pool keeps trying to connect to a server that
+    /// is down for its whole acquire timeout, and a statement sent to one
+    /// that vanished without a reset waits for TCP; either would stretch
+    /// one attempt past the bound the caller counts on. An attempt cut
+    /// short may still have been committed; the call made again, or the
+    /// records read back by whoever resumes the work, find it stored.
+    pub(crate) async fn run<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let Some(patience) = self.patience else {
+            return call().await;
+        };
+        let started = tokio::time::Instant::now();
+        let mut waits = backoff();
+        let mut failures = 0u32;
+        loop {
+            let bound = patience.saturating_sub(started.elapsed()).max(MIN_ATTEMPT);
+            let attempt = tokio::time::timeout(bound, call())
+                .await
+                .unwrap_or(Err(StoreError::TimedOut(bound)));
+            match attempt {
+                Err(e) if e.is_transient() => {
+                    failures += 1;
+                    let left = patience.saturating_sub(started.elapsed());
+                    let Some(wait) = waits.next().map(|w| w.min(left)).filter(|w| !w.is_zero())
+                    else {
+                        tracing::warn!(what, failures, error = %e, "the database is still unavailable; giving up");
+                        return Err(e);
+                    };
+                    if failures == 1 {
+                        tracing::warn!(what, error = %e, "the database is unavailable; waiting for it");
+                    } else {
+                        tracing::debug!(what, failures, error = %e, "the database is still unavailable");
+                    }
+                    tokio::time::sleep(wait).await;
+                }
+                Ok(v) => {
+                    if failures > 0 {
+                        tracing::info!(
+                            what,
+                            failures,
+                            waited_ms =
+                                u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                            "the database is reachable again"
+                        );
+                    }
+                    return Ok(v);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Runs `call` on this handle's target: the pool, or — for a handle
+    /// with a time limit — a connection taken from it within the limit (a
+    /// database that is down fails the call at once instead of after the
+    /// pool's acquire timeout; a slow query on a live one is not cut).
+    async fn on_target<T>(&self, call: impl AsyncFnOnce(Target<'_>) -> Result<T>) -> Result<T> {
+        let Some(limit) = self.limit else {
+            return call(self.target()).await;
+        };
+        let timed_out = |_| StoreError::TimedOut(limit);
+        match &self.pool {
+            Pool::Postgres(p) => {
+                let mut conn = tokio::time::timeout(limit, p.acquire())
+                    .await
+                    .map_err(timed_out)??;
+                call(Target::PgConn(&mut conn)).await
+            }
+            Pool::Sqlite(p) => {
+                let mut conn = tokio::time::timeout(limit, p.acquire())
+                    .await
+                    .map_err(timed_out)??;
+                call(Target::LiteConn(&mut conn)).await
+            }
+        }
+    }
+
     /// Begins a transaction. On SQLite it takes the write lock up front
     /// (`BEGIN IMMEDIATE`): a read-then-write transaction must not fail with
     /// "database is locked" halfway through when another connection writes.
+    /// Not repeated by itself: the caller repeats the whole transaction
+    /// ([`Db::run`]).
     pub(crate) async fn begin(&self) -> Result<Tx> {
-        Ok(match self {
-            Db::Postgres(p) => Tx::Postgres(p.begin().await?),
-            Db::Sqlite(p) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
+        Ok(match &self.pool {
+            Pool::Postgres(p) => Tx::Postgres(p.begin().await?),
+            Pool::Sqlite(p) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
         })
     }
 
     /// Runs a statement; returns the number of affected rows.
     pub(crate) async fn execute(&self, sql: Sql) -> Result<u64> {
-        self.target().execute(sql).await
+        self.run("execute", || {
+            self.on_target(async |t| t.execute(sql.clone()).await)
+        })
+        .await
     }
 
     /// Runs a query returning at most one record.
     pub(crate) async fn fetch_optional<T: Record>(&self, sql: Sql) -> Result<Option<T>> {
-        self.target().fetch_optional(sql).await
+        self.run("fetch", || {
+            self.on_target(async |t| t.fetch_optional(sql.clone()).await)
+        })
+        .await
     }
 
     /// Runs a query returning records.
     pub(crate) async fn fetch_all<T: Record>(&self, sql: Sql) -> Result<Vec<T>> {
-        self.target().fetch_all(sql).await
+        self.run("fetch", || {
+            self.on_target(async |t| t.fetch_all(sql.clone()).await)
+        })
+        .await
     }
 
     /// Runs a query returning one integer.
     pub(crate) async fn fetch_i64(&self, sql: Sql) -> Result<i64> {
-        self.target().fetch_i64(sql).await
+        self.run("fetch", || {
+            self.on_target(async |t| t.fetch_i64(sql.clone()).await)
+        })
+        .await
     }
+}
+
+/// The least time one attempt of a patient call is given, also when its
+/// patience is (nearly) spent: enough for a live database to answer.
+const MIN_ATTEMPT: Duration = Duration::from_secs(1);
+
+/// The waits between attempts while the database is unreachable: from
+/// 100 ms doubling to 5 s, jittered so that the writers a restart cut off
+/// do not all come back at once.
+fn backoff() -> impl Iterator<Item = Duration> {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter()
+        .without_max_times()
+        .build()
 }
 
 /// `text` with every `$N` parameter moved up by `offset`.
@@ -378,14 +553,19 @@ impl Db {
     /// `BEGIN IMMEDIATE; …; COMMIT` on one connection, rolled back when a
     /// statement fails. On an error nothing is written.
     pub(crate) async fn execute_batch(&self, statements: Vec<Sql>) -> Result<u64> {
+        self.run("batch", || self.execute_batch_once(statements.clone()))
+            .await
+    }
+
+    async fn execute_batch_once(&self, statements: Vec<Sql>) -> Result<u64> {
         let mut args: Vec<Arg> = Vec::new();
         let mut parts: Vec<String> = Vec::with_capacity(statements.len());
         for st in statements {
             parts.push(renumber(&st.text, args.len()));
             args.extend(st.args);
         }
-        match self {
-            Db::Postgres(pool) => {
+        match &self.pool {
+            Pool::Postgres(pool) => {
                 let mut text = String::from("WITH ");
                 for (i, p) in parts.iter().enumerate() {
                     if i > 0 {
@@ -406,7 +586,7 @@ impl Db {
                 };
                 Target::PgPool(pool).fetch_i64(sql).await.map(|n| n as u64)
             }
-            Db::Sqlite(pool) => {
+            Pool::Sqlite(pool) => {
                 // Rows are counted by what each statement returns: SQLite's
                 // change count is the last write's, also after BEGIN/COMMIT.
                 let mut text = String::from("BEGIN IMMEDIATE;\n");

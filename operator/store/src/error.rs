@@ -31,6 +31,10 @@ pub enum StoreError {
     /// Applying the schema migrations failed.
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The database did not answer within the time this handle allows
+    /// (see [`crate::Store::fail_fast`]).
+    #[error("the database did not answer within {0:?}")]
+    TimedOut(std::time::Duration),
     /// Any other database failure (connection, I/O, unexpected stored data).
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -54,12 +58,121 @@ impl StoreError {
     pub fn is_conflict(&self) -> bool {
         matches!(self, Self::Conflict { .. })
     }
+
+    /// The database could not be reached or could not take the write now,
+    /// and the same call may well succeed later: the server is down or
+    /// restarting (a failover), the connection was lost, no pooled
+    /// connection came in time, the transaction lost a serialization race,
+    /// SQLite is busy, or the disk is full. Errors about the call itself
+    /// (a constraint, bad data) are not.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::TimedOut(_) => true,
+            Self::Database(e) => transient_sqlx(e),
+            Self::Migrate(sqlx::migrate::MigrateError::Execute(e)) => transient_sqlx(e),
+            _ => false,
+        }
+    }
+
+    /// What a client is told when the call may succeed later: the disk is
+    /// full, or the database is unavailable; `None` for any other error.
+    pub fn unavailable_message(&self) -> Option<String> {
+        if self.is_disk_full() {
+            Some(format!(
+                "the database's disk is full; nothing can be stored until space is freed ({self})"
+            ))
+        } else if self.is_transient() {
+            Some(format!(
+                "the database is unavailable; try again shortly ({self})"
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// The write failed because the disk (or the database's quota) is full.
+    pub fn is_disk_full(&self) -> bool {
+        let db = match self {
+            Self::Database(sqlx::Error::Database(db)) => db,
+            Self::Migrate(sqlx::migrate::MigrateError::Execute(sqlx::Error::Database(db))) => db,
+            _ => return false,
+        };
+        let code = db.code();
+        let code = code.as_deref().unwrap_or_default();
+        if db
+            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+            .is_some()
+        {
+            code == "53100" // disk_full
+        } else {
+            sqlite_primary(code) == Some(SQLITE_FULL)
+        }
+    }
+}
+
+/// SQLite result codes that clear by themselves.
+const SQLITE_BUSY: i64 = 5;
+const SQLITE_LOCKED: i64 = 6;
+const SQLITE_IOERR: i64 = 10;
+const SQLITE_FULL: i64 = 13;
+
+/// The primary SQLite result code of a (possibly extended) code.
+fn sqlite_primary(code: &str) -> Option<i64> {
+    code.parse::<i64>().ok().map(|c| c & 0xff)
+}
+
+fn transient_sqlx(e: &sqlx::Error) -> bool {
+    match e {
+        // The connection or the pool: nothing the call did wrong.
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            let code = db.code();
+            let code = code.as_deref().unwrap_or_default();
+            if db
+                .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                .is_some()
+            {
+                postgres_transient(code)
+            } else {
+                sqlite_transient(code)
+            }
+        }
+        _ => false,
+    }
+}
+
+/// Postgres SQLSTATEs of a server going away or a race worth repeating.
+fn postgres_transient(code: &str) -> bool {
+    code.starts_with("08") // connection exception
+        || matches!(
+            code,
+            "57P01" // admin_shutdown (a failover, `pg_ctl stop -m fast`)
+                | "57P02" // crash_shutdown
+                | "57P03" // cannot_connect_now (starting up, recovering)
+                | "40001" // serialization_failure
+                | "40P01" // deadlock_detected
+                | "53300" // too_many_connections
+                | "53100" // disk_full
+                | "53200" // out_of_memory
+        )
+}
+
+fn sqlite_transient(code: &str) -> bool {
+    matches!(
+        sqlite_primary(code),
+        Some(SQLITE_BUSY | SQLITE_LOCKED | SQLITE_IOERR | SQLITE_FULL)
+    )
 }
 
 impl From<StoreError> for RecordError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::NotFound { kind, id } => RecordError::NotFound { kind, id },
+            other if other.is_transient() => RecordError::Unavailable(other.to_string()),
             other => RecordError::Storage(other.to_string()),
         }
     }

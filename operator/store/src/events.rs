@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Store;
-use crate::db::{BackendKind, Db, Sql, Tx, normalize_time, now};
+use crate::db::{BackendKind, Pool, Sql, Tx, normalize_time, now};
 use crate::error::{Result, StoreError};
 use crate::model::StoredEvent;
 
@@ -166,11 +166,11 @@ impl Store {
     ) -> Result<i64> {
         // The live event and the stored one must read the same.
         crate::db::storable_json(&mut payload);
-        match &self.db {
+        match &self.db.pool {
             // One statement (one round trip, atomic like a transaction):
             // the insert and its NOTIFY, whose body needs the new id, so the
             // body is sent in two pieces that Postgres joins around it.
-            Db::Postgres(_) => {
+            Pool::Postgres(_) => {
                 if channel.is_empty() {
                     return Err(StoreError::InvalidInput("event channel is empty".into()));
                 }
@@ -193,7 +193,7 @@ impl Store {
                     .await
             }
             // No notification to pair with: a single autocommit insert.
-            Db::Sqlite(_) => {
+            Pool::Sqlite(_) => {
                 if channel.is_empty() {
                     return Err(StoreError::InvalidInput("event channel is empty".into()));
                 }

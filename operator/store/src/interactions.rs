@@ -12,8 +12,12 @@ use crate::model::{
     SessionTrace, Stage, TraceExecution, TraceStage,
 };
 
+/// The tail of a record's insert that returns it, and nothing when an
+/// earlier attempt of the same call already stored it (same id).
+pub(crate) const INSERTED: &str = " ON CONFLICT (id) DO NOTHING RETURNING *";
+
 /// The insert of one LLM interaction record under `id`, `tail` appended
-/// (a `RETURNING` clause, or nothing inside a batch).
+/// (a `RETURNING` clause, or an `ON CONFLICT` clause inside a batch).
 pub(crate) fn insert_llm_interaction(new: NewLlmInteraction, id: String, tail: &str) -> Sql {
     let usage = new.usage;
     Sql::dynamic(format!(
@@ -45,7 +49,7 @@ pub(crate) fn insert_llm_interaction(new: NewLlmInteraction, id: String, tail: &
 }
 
 /// The insert of one MCP interaction record under `id`, `tail` appended
-/// (a `RETURNING` clause, or nothing inside a batch).
+/// (a `RETURNING` clause, or an `ON CONFLICT` clause inside a batch).
 pub(crate) fn insert_mcp_interaction(new: &NewMcpInteraction, id: String, tail: &str) -> Sql {
     Sql::dynamic(format!(
         "INSERT INTO mcp_interactions (id, session_id, stage_id, execution_id, interaction_type, \
@@ -80,13 +84,15 @@ impl Store {
     /// Records an LLM call and returns it.
     pub async fn create_llm_interaction(&self, new: NewLlmInteraction) -> Result<LlmInteraction> {
         let scope = new.scope.clone();
+        let id = new_id();
         let result = self
             .db
-            .fetch_optional::<LlmInteraction>(insert_llm_interaction(new, new_id(), " RETURNING *"))
+            .fetch_optional::<LlmInteraction>(insert_llm_interaction(new, id.clone(), INSERTED))
             .await;
         match result {
             Ok(Some(r)) => Ok(r),
-            Ok(None) => Err(StoreError::Database(sqlx::Error::RowNotFound)),
+            // Stored by an earlier attempt of this call.
+            Ok(None) => self.get_llm_interaction(&id).await,
             Err(e) if is_foreign_key_violation(&e) => {
                 self.require_scope(&scope).await?;
                 Err(e)
@@ -97,17 +103,15 @@ impl Store {
 
     /// Records an MCP call and returns it.
     pub async fn create_mcp_interaction(&self, new: NewMcpInteraction) -> Result<McpInteraction> {
+        let id = new_id();
         let result = self
             .db
-            .fetch_optional::<McpInteraction>(insert_mcp_interaction(
-                &new,
-                new_id(),
-                " RETURNING *",
-            ))
+            .fetch_optional::<McpInteraction>(insert_mcp_interaction(&new, id.clone(), INSERTED))
             .await;
         match result {
             Ok(Some(r)) => Ok(r),
-            Ok(None) => Err(StoreError::Database(sqlx::Error::RowNotFound)),
+            // Stored by an earlier attempt of this call.
+            Ok(None) => self.get_mcp_interaction(&id).await,
             Err(e) if is_foreign_key_violation(&e) => {
                 self.require_scope(&new.scope).await?;
                 Err(e)

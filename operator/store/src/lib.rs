@@ -19,6 +19,7 @@
 mod batch;
 mod breakers;
 mod chats;
+mod closing;
 mod db;
 mod error;
 mod events;
@@ -42,6 +43,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, PgPool, SqlitePool};
 
 pub use breakers::BreakerState;
+pub use closing::{Closed, OpenRecord};
 pub use db::{BackendKind, REPLACEMENT, storable_json, storable_text};
 pub use error::{Result, StoreError};
 pub use events::{EventNotification, NOTIFY_PAYLOAD_LIMIT, StoreTx};
@@ -54,7 +56,7 @@ pub use model::{
 pub use stages::{StageAggregate, aggregate_stage_status};
 pub use warnings::StoredWarning;
 
-use db::Db;
+use db::{Db, Pool};
 
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
@@ -63,6 +65,17 @@ static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
 /// again; one in use moments ago is not (the iteration step's writes follow
 /// each other within milliseconds).
 const PING_WHEN_IDLE: Duration = Duration::from_secs(1);
+
+/// Size the SQLite WAL is truncated back to at a checkpoint (4 MiB).
+const WAL_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// How long the writers of an investigation wait out an unavailable
+/// database by default ([`Store::patient`]).
+pub const DEFAULT_PATIENCE: Duration = Duration::from_secs(120);
+
+/// How long an API call waits for a database connection before it
+/// answers that the database is unavailable ([`Store::fail_fast`]).
+pub const FAIL_FAST_LIMIT: Duration = Duration::from_secs(2);
 
 /// Pool size for a process that runs one execution (`tarsy investigate`, a
 /// runner): it writes one record at a time, its event publisher (or the
@@ -132,7 +145,7 @@ impl Store {
                 .connect_with(connect)
                 .await?;
             Store {
-                db: Db::Postgres(pool),
+                db: Db::new(Pool::Postgres(pool)),
             }
         } else if url.starts_with("sqlite:") {
             let in_memory = url.contains(":memory:") || url.contains("mode=memory");
@@ -148,6 +161,10 @@ impl Store {
                 connect
                     .journal_mode(SqliteJournalMode::Wal)
                     .synchronous(SqliteSynchronous::Normal)
+                    // A checkpoint truncates the WAL back to this size: the
+                    // space a burst of writes took (or a full disk's
+                    // failed ones) is given back instead of kept.
+                    .pragma("journal_size_limit", WAL_SIZE_LIMIT.to_string())
             };
             // A ping would only check the connection's own worker thread
             // (no server to lose), at the cost of one more hop per statement.
@@ -164,7 +181,7 @@ impl Store {
                 pool.max_connections(options.max_connections.max(1))
             };
             Store {
-                db: Db::Sqlite(pool.connect_with(connect).await?),
+                db: Db::new(Pool::Sqlite(pool.connect_with(connect).await?)),
             }
         } else {
             return Err(StoreError::UnsupportedUrl(url.to_string()));
@@ -183,22 +200,22 @@ impl Store {
     /// Wraps an existing Postgres pool (migrations are not run; see [`Store::migrate`]).
     pub fn from_postgres_pool(pool: PgPool) -> Self {
         Store {
-            db: Db::Postgres(pool),
+            db: Db::new(Pool::Postgres(pool)),
         }
     }
 
     /// Wraps an existing SQLite pool (migrations are not run; see [`Store::migrate`]).
     pub fn from_sqlite_pool(pool: SqlitePool) -> Self {
         Store {
-            db: Db::Sqlite(pool),
+            db: Db::new(Pool::Sqlite(pool)),
         }
     }
 
     /// Applies pending schema migrations of this backend.
     pub async fn migrate(&self) -> Result<()> {
-        match &self.db {
-            Db::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await?,
-            Db::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await?,
+        match &self.db.pool {
+            Pool::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await?,
+            Pool::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await?,
         }
         Ok(())
     }
@@ -210,17 +227,57 @@ impl Store {
 
     /// The Postgres pool, e.g. to build a `PgListener` for event fan-out.
     pub fn postgres_pool(&self) -> Option<&PgPool> {
-        match &self.db {
-            Db::Postgres(pool) => Some(pool),
-            Db::Sqlite(_) => None,
+        match &self.db.pool {
+            Pool::Postgres(pool) => Some(pool),
+            Pool::Sqlite(_) => None,
         }
     }
 
     /// Closes every pooled connection; later calls fail.
     pub async fn close(&self) {
-        match &self.db {
-            Db::Postgres(pool) => pool.close().await,
-            Db::Sqlite(pool) => pool.close().await,
+        match &self.db.pool {
+            Pool::Postgres(pool) => pool.close().await,
+            Pool::Sqlite(pool) => pool.close().await,
         }
+    }
+
+    /// This store, with calls that wait out an unavailable database: a call
+    /// that fails transiently ([`StoreError::is_transient`]: the server
+    /// restarting or failing over, a lost connection, SQLite busy, a full
+    /// disk) is made again with backoff for up to `bound` (each attempt
+    /// cut at what is left of it, though given at least a second), then
+    /// fails with the last error. For the writers of an investigation,
+    /// which must not fail over a blip; every write is idempotent, so
+    /// nothing is stored twice.
+    pub fn patient(&self, bound: Duration) -> Store {
+        let mut store = self.clone();
+        store.db.patience = Some(bound).filter(|b| !b.is_zero());
+        store
+    }
+
+    /// This store, with calls that fail when no connection comes within
+    /// `limit` ([`StoreError::TimedOut`]) and are never made again: for the
+    /// API, which answers 503 at once rather than after the pool's acquire
+    /// timeout while the database is down.
+    pub fn fail_fast(&self, limit: Duration) -> Store {
+        let mut store = self.clone();
+        store.db.patience = None;
+        store.db.limit = Some(limit);
+        store
+    }
+
+    /// Whether the database takes a write now: one row of its own,
+    /// written and committed (a read would not notice a full disk).
+    pub async fn probe_write(&self) -> Result<()> {
+        self.db
+            .execute(
+                db::Sql::new(
+                    "INSERT INTO store_probe (id, written_at) VALUES (1, $1) \
+                     ON CONFLICT (id) DO UPDATE SET written_at = excluded.written_at",
+                )
+                .bind(db::now()),
+            )
+            .await
+            .map(|_| ())
     }
 }

@@ -490,25 +490,29 @@ impl Store {
     /// Returns how many sessions were removed.
     pub async fn purge_deleted_sessions(&self, cutoff: DateTime<Utc>) -> Result<u64> {
         let cutoff = normalize_time(cutoff);
-        let mut tx = self.db.begin().await?;
-        tx.execute(
-            Sql::new(
-                "DELETE FROM events WHERE session_id IN (SELECT id FROM alert_sessions \
-                 WHERE deleted_at IS NOT NULL AND deleted_at < $1)",
-            )
-            .bind(cutoff),
-        )
-        .await?;
-        let n = tx
-            .execute(
-                Sql::new(
-                    "DELETE FROM alert_sessions WHERE deleted_at IS NOT NULL AND deleted_at < $1",
+        self.db
+            .run("purge", || async {
+                let mut tx = self.db.begin().await?;
+                tx.execute(
+                    Sql::new(
+                        "DELETE FROM events WHERE session_id IN (SELECT id FROM alert_sessions \
+                         WHERE deleted_at IS NOT NULL AND deleted_at < $1)",
+                    )
+                    .bind(cutoff),
                 )
-                .bind(cutoff),
-            )
-            .await?;
-        tx.commit().await?;
-        Ok(n)
+                .await?;
+                let n = tx
+                    .execute(
+                        Sql::new(
+                            "DELETE FROM alert_sessions WHERE deleted_at IS NOT NULL AND deleted_at < $1",
+                        )
+                        .bind(cutoff),
+                    )
+                    .await?;
+                tx.commit().await?;
+                Ok(n)
+            })
+            .await
     }
 }
 

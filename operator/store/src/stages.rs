@@ -247,58 +247,62 @@ impl Store {
     /// holding the stage's row lock, so concurrent finishers cannot overwrite
     /// a later verdict with an earlier one.
     pub async fn refresh_stage_status(&self, id: &str) -> Result<Stage> {
-        let mut tx = self.db.begin().await?;
-        let lock = match tx.kind() {
-            BackendKind::Postgres => " FOR UPDATE",
-            BackendKind::Sqlite => "",
-        };
-        let stage: Stage = match tx
-            .fetch_optional(
-                Sql::dynamic(format!("SELECT * FROM stages WHERE id = $1{lock}")).bind(id),
-            )
-            .await?
-        {
-            Some(s) => s,
-            None => {
-                tx.rollback().await?;
-                return Err(StoreError::not_found(STAGE, id));
-            }
-        };
-        let executions: Vec<AgentExecution> = tx
-            .fetch_all(
-                Sql::new("SELECT * FROM agent_executions WHERE stage_id = $1 ORDER BY agent_index")
-                    .bind(id),
-            )
-            .await?;
-        let view: Vec<(&str, ExecutionStatus, Option<&str>)> = executions
-            .iter()
-            .map(|e| (e.agent_name.as_str(), e.status, e.error_message.as_deref()))
-            .collect();
-        let verdict =
-            aggregate_stage_status(stage.success_policy, stage.expected_agent_count, &view);
-        let at = now();
-        let (status, error, completed) = match verdict {
-            StageAggregate::Pending => (ExecutionStatus::Pending, None, None),
-            StageAggregate::Active => (ExecutionStatus::Active, None, None),
-            StageAggregate::Finished { status, error } => (status, error, Some(at)),
-        };
-        let started = (status != ExecutionStatus::Pending).then_some(at);
-        let updated: Option<Stage> = tx
-            .fetch_optional(
-                Sql::new(
-                    "UPDATE stages SET status = $2, error_message = $3, \
-                     started_at = COALESCE(started_at, $4), completed_at = $5 \
-                     WHERE id = $1 RETURNING *",
+        self.db
+            .run("refresh stage", || async {
+            let mut tx = self.db.begin().await?;
+            let lock = match tx.kind() {
+                BackendKind::Postgres => " FOR UPDATE",
+                BackendKind::Sqlite => "",
+            };
+            let stage: Stage = match tx
+                .fetch_optional(
+                    Sql::dynamic(format!("SELECT * FROM stages WHERE id = $1{lock}")).bind(id),
                 )
-                .bind(id)
-                .bind(status.as_str())
-                .bind(error)
-                .bind(started)
-                .bind(completed),
-            )
-            .await?;
-        tx.commit().await?;
-        updated.ok_or_else(|| StoreError::not_found(STAGE, id))
+                .await?
+            {
+                Some(s) => s,
+                None => {
+                    tx.rollback().await?;
+                    return Err(StoreError::not_found(STAGE, id));
+                }
+            };
+            let executions: Vec<AgentExecution> = tx
+                .fetch_all(
+                    Sql::new("SELECT * FROM agent_executions WHERE stage_id = $1 ORDER BY agent_index")
+                        .bind(id),
+                )
+                .await?;
+            let view: Vec<(&str, ExecutionStatus, Option<&str>)> = executions
+                .iter()
+                .map(|e| (e.agent_name.as_str(), e.status, e.error_message.as_deref()))
+                .collect();
+            let verdict =
+                aggregate_stage_status(stage.success_policy, stage.expected_agent_count, &view);
+            let at = now();
+            let (status, error, completed) = match verdict {
+                StageAggregate::Pending => (ExecutionStatus::Pending, None, None),
+                StageAggregate::Active => (ExecutionStatus::Active, None, None),
+                StageAggregate::Finished { status, error } => (status, error, Some(at)),
+            };
+            let started = (status != ExecutionStatus::Pending).then_some(at);
+            let updated: Option<Stage> = tx
+                .fetch_optional(
+                    Sql::new(
+                        "UPDATE stages SET status = $2, error_message = $3, \
+                         started_at = COALESCE(started_at, $4), completed_at = $5 \
+                         WHERE id = $1 RETURNING *",
+                    )
+                    .bind(id)
+                    .bind(status.as_str())
+                    .bind(error)
+                    .bind(started)
+                    .bind(completed),
+                )
+                .await?;
+            tx.commit().await?;
+            updated.ok_or_else(|| StoreError::not_found(STAGE, id))
+            })
+            .await
     }
 
     /// The chat's stage that is still pending or running, if any (one

@@ -14,6 +14,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod faults;
+
 use std::str::FromStr;
 use std::time::Duration;
 

@@ -43,15 +43,17 @@ impl Store {
     pub async fn create_timeline_event(&self, event: NewTimelineEvent) -> Result<TimelineEvent> {
         let metadata = metadata_object(event.metadata)?;
         let at = now();
+        let id = new_id();
         let result = self
             .db
             .fetch_optional::<TimelineRow>(
                 Sql::new(
                     "INSERT INTO timeline_events (id, session_id, stage_id, execution_id, sequence_number, \
                      event_type, status, content, metadata, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING *",
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) \
+                     ON CONFLICT (id) DO NOTHING RETURNING *",
                 )
-                .bind(new_id())
+                .bind(id.clone())
                 .bind(&event.scope.session_id)
                 .bind(event.scope.stage_id.clone())
                 .bind(event.scope.execution_id.clone())
@@ -65,7 +67,8 @@ impl Store {
             .await;
         match result {
             Ok(Some(row)) => Ok(row.0),
-            Ok(None) => Err(StoreError::Database(sqlx::Error::RowNotFound)),
+            // Stored by an earlier attempt of this call.
+            Ok(None) => self.get_timeline_event(&id).await,
             Err(e) if is_foreign_key_violation(&e) => {
                 self.require_scope(&event.scope).await?;
                 Err(e)
@@ -225,15 +228,17 @@ impl Store {
         };
         let tool_calls = serde_json::to_value(&message.tool_calls)
             .map_err(|e| StoreError::InvalidInput(format!("tool calls: {e}")))?;
+        let id = new_id();
         let result = self
             .db
             .fetch_optional::<Message>(
                 Sql::new(
                     "INSERT INTO messages (id, session_id, stage_id, execution_id, sequence_number, role, \
                      content, tool_calls, tool_call_id, tool_name, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *",
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     ON CONFLICT (id) DO NOTHING RETURNING *",
                 )
-                .bind(new_id())
+                .bind(id.clone())
                 .bind(&message.scope.session_id)
                 .bind(stage_id)
                 .bind(execution_id)
@@ -252,7 +257,12 @@ impl Store {
             });
         match result {
             Ok(Some(m)) => Ok(m),
-            Ok(None) => Err(StoreError::Database(sqlx::Error::RowNotFound)),
+            // Stored by an earlier attempt of this call.
+            Ok(None) => self
+                .db
+                .fetch_optional(Sql::new("SELECT * FROM messages WHERE id = $1").bind(&id))
+                .await?
+                .ok_or_else(|| StoreError::not_found(MESSAGE, id)),
             Err(e) if is_foreign_key_violation(&e) => {
                 self.require_scope(&message.scope).await?;
                 Err(e)

@@ -38,6 +38,7 @@ on_both_backends!(
     messages_up_to_a_message,
     any_text_is_stored_the_same_on_both_backends,
     batches_write_a_step_at_once,
+    open_records_of_ended_sessions,
 );
 
 on_postgres!(
@@ -2151,4 +2152,119 @@ async fn batches_write_a_step_at_once(store: Store) {
         .unwrap_err();
     assert!(err.is_not_found(), "{err}");
     assert_eq!(store.list_messages(&ex).await.unwrap().len(), 5);
+}
+
+fn ended(status: SessionStatus) -> SessionOutcome {
+    SessionOutcome {
+        status,
+        final_analysis: None,
+        executive_summary: None,
+        executive_summary_error: None,
+        error_message: None,
+    }
+}
+
+/// What a finished investigation may not show: a `streaming` event, a
+/// pending or active execution or stage. A session still running, and a
+/// chat answer being given in an ended session, are not reported; what the
+/// session's end closes is not reported any more.
+async fn open_records_of_ended_sessions(store: Store) {
+    // Ended with everything still open.
+    let (stage_id, execution_id) = seeded(&store, "left-open").await;
+    store
+        .create_timeline_event(streaming_event(
+            scope("left-open", &stage_id, &execution_id),
+            1,
+        ))
+        .await
+        .unwrap();
+    store
+        .finish_session("left-open", ended(SessionStatus::Completed))
+        .await
+        .unwrap();
+    // Running: open records are expected.
+    let (r_stage, r_execution) = seeded(&store, "running").await;
+    store
+        .create_timeline_event(streaming_event(scope("running", &r_stage, &r_execution), 1))
+        .await
+        .unwrap();
+    // Ended, a chat answer streaming in it.
+    let (c_stage, c_execution) = seeded(&store, "chatting").await;
+    store
+        .update_agent_execution_status(&c_execution, ExecutionStatus::Completed, None)
+        .await
+        .unwrap();
+    store
+        .update_stage_status(&c_stage, ExecutionStatus::Completed, None)
+        .await
+        .unwrap();
+    store
+        .finish_session("chatting", ended(SessionStatus::Completed))
+        .await
+        .unwrap();
+    let chat = store.get_or_create_chat("chatting", None).await.unwrap();
+    let question = store
+        .create_chat_user_message(&chat.record.id, "Why?", None)
+        .await
+        .unwrap();
+    let chat_stage = store
+        .create_stage(NewStage {
+            chat_id: Some(chat.record.id.clone()),
+            chat_user_message_id: Some(question.id),
+            kind: tarsy_core::StageKind::Chat,
+            ..stage("chatting", 1)
+        })
+        .await
+        .unwrap();
+    let answer = store
+        .create_agent_execution(execution("chatting", &chat_stage.id, "ChatAgent", 1))
+        .await
+        .unwrap();
+    store
+        .create_timeline_event(streaming_event(
+            scope("chatting", &chat_stage.id, &answer.id),
+            1,
+        ))
+        .await
+        .unwrap();
+
+    let open = store.open_records_in_terminal_sessions().await.unwrap();
+    let listed: Vec<(&str, &str, &str)> = open
+        .iter()
+        .map(|r| (r.session_id.as_str(), r.kind.as_str(), r.status.as_str()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("left-open", "execution", "pending"),
+            ("left-open", "stage", "pending"),
+            ("left-open", "timeline_event", "streaming"),
+        ],
+        "{open:#?}"
+    );
+    assert!(open.iter().all(|r| r.session_status == "completed"));
+    assert_eq!(open[0].id, execution_id);
+    assert_eq!(open[1].id, stage_id);
+
+    // The chat answer's stage ends with its execution still running: now
+    // that is left open too.
+    store
+        .update_stage_status(&chat_stage.id, ExecutionStatus::Completed, None)
+        .await
+        .unwrap();
+    let open = store.open_records_in_terminal_sessions().await.unwrap();
+    let chatting: Vec<&str> = open
+        .iter()
+        .filter(|r| r.session_id == "chatting")
+        .map(|r| r.kind.as_str())
+        .collect();
+    assert_eq!(chatting, ["execution", "timeline_event"], "{open:#?}");
+
+    // What the session's end closes is not open any more.
+    store
+        .close_open_records("left-open", "ended")
+        .await
+        .unwrap();
+    store.close_open_records("chatting", "ended").await.unwrap();
+    assert_eq!(store.open_records_in_terminal_sessions().await.unwrap(), []);
 }

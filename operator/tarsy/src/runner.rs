@@ -31,6 +31,10 @@ pub struct RunnerArgs {
     /// How long to keep retrying Postgres at start, in seconds.
     #[arg(long, env = "TARSY_DATABASE_RETRY_SECONDS", default_value_t = 30)]
     database_retry_seconds: u64,
+    /// How long one write waits out an unavailable Postgres (a failover)
+    /// before the execution is interrupted and resumed once it is back.
+    #[arg(long, env = "TARSY_STORE_PATIENCE_SECONDS", default_value_t = 120)]
+    store_patience_seconds: u64,
 }
 
 /// Runs the execution; returns the process exit code. `started` is when
@@ -44,6 +48,7 @@ pub async fn run(args: RunnerArgs, started: Instant) -> anyhow::Result<i32> {
     options.bridge_ports = tarsy_runner::summary::parse_ports(&args.bridge_ports)?;
     options.script_dir = args.script_dir;
     options.database_retry = Duration::from_secs(args.database_retry_seconds);
+    options.store_patience = Duration::from_secs(args.store_patience_seconds);
     options.started = started;
 
     let cancel = CancellationToken::new();

@@ -41,6 +41,11 @@ pub struct ServeArgs {
     /// start.
     #[arg(long, env = "TARSY_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,
+    /// Seconds one write of an investigation waits out an unavailable
+    /// database (a Postgres failover, a full disk) before its execution is
+    /// interrupted; it resumes once the database takes writes again.
+    #[arg(long, env = "TARSY_STORE_PATIENCE_SECONDS", default_value_t = 120)]
+    pub store_patience: u64,
     /// How long sessions and live events are kept.
     #[command(flatten)]
     pub retention: crate::retention::RetentionArgs,
@@ -115,6 +120,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         options.pod_id = pod_id;
     }
     options.settings.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
+    options.settings.store_patience = std::time::Duration::from_secs(args.store_patience);
     options.retention = Some(retention);
     options.slack = slack;
     let app = LocalApp::start(options)

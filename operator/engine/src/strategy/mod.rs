@@ -37,7 +37,7 @@ mod react;
 mod single_call;
 
 use async_trait::async_trait;
-use tarsy_core::{ExecutionStatus, IterationStrategy};
+use tarsy_core::{ExecutionStatus, IterationStrategy, RecordError};
 
 pub(crate) use function_calling::FunctionCalling;
 pub(crate) use react::React;
@@ -74,6 +74,11 @@ pub(crate) fn strategy_for(strategy: IterationStrategy) -> Box<dyn Strategy> {
 fn finish(run: &Run<'_>, outcome: Result<ExecutionResult, Stop>) -> ExecutionResult {
     match outcome {
         Ok(r) => r,
+        Err(Stop::Record(RecordError::Unavailable(e))) => ExecutionResult::interrupted(
+            format!("interrupted: the store could not record the execution: {e}"),
+            run.usage,
+            run.state.current_iteration,
+        ),
         Err(stop) => {
             let (status, msg) = match stop {
                 Stop::Cancelled => (

@@ -156,6 +156,7 @@ pub fn options(config: Config, peers: &Peers, db_url: &str) -> LocalOptions {
         orphan_timeout: Duration::from_secs(300),
         summary_timeout: Duration::from_secs(20),
         shutdown_grace: Duration::from_secs(10),
+        ..DriverSettings::default()
     };
     o.mcp_timeouts = McpTimeouts {
         init: Duration::from_secs(10),
