@@ -66,7 +66,9 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     // the migrator's lock), so whichever starts first prepares the schema.
     let store = tarsy_store::Store::connect(&args.database_url)
         .await
-        .context("connecting to the session store")?;
+        .context("connecting to the session store")?
+        // A request answers 503 at once while the database is down.
+        .fail_fast(tarsy_store::FAIL_FAST_LIMIT);
     let client = kube::Client::try_default()
         .await
         .context("connecting to the Kubernetes API")?;
