@@ -166,7 +166,7 @@ pub async fn review_request(
         if alert.spec.mcp_selection.is_some() {
             snap.mcp_servers = reader.mcp_servers(&namespace).await?;
         }
-        let findings = checks::check_alert(&alert, &snap, &cfg.builtins);
+        let findings = checks::check_alert(&alert, &snap, &cfg.defaults);
         return Ok(respond(allowed, kind, &namespace, &name, findings));
     }
     if !matches!(kind, "Chain" | "Agent" | "MCPServer" | "LLMProvider") {
