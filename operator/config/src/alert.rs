@@ -106,7 +106,7 @@ pub(crate) enum ChainMiss {
 }
 
 impl Config {
-    /// Checks `alert` against every rule (see the [module](self) docs) and
+    /// Checks `alert` against every rule (see [`crate::alert`]) and
     /// returns the chain that will run it. `tools` tells which tools the
     /// MCP servers offer ([`tarsy_core::NoToolCatalog`] when unknown).
     pub fn check_alert(
