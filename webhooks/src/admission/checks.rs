@@ -55,8 +55,6 @@ pub struct Findings {
 /// The objects of the namespace the checked object lives in.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Namespace name (for messages).
-    pub namespace: String,
     /// Chains (for alert-type ownership and Alert resolution).
     pub chains: Vec<Chain>,
     /// Agents.

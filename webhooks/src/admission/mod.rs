@@ -147,10 +147,7 @@ pub async fn review_request(
     let kind = request.kind.kind.as_str();
     let cfg = &state.config;
     let reader = &state.reader;
-    let mut snap = Snapshot {
-        namespace: namespace.clone(),
-        ..Snapshot::default()
-    };
+    let mut snap = Snapshot::default();
     if kind == "Alert" {
         // Only creation is checked: the spec is immutable apart from
         // `cancel`, and cancelling (or annotating) an Alert must work even
