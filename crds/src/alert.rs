@@ -8,7 +8,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{ExecutionPhase, ParallelType, StageKind, SuccessPolicy};
+use crate::common::{ExecutionPhase, MAX_ALERT_DATA_BYTES, ParallelType, StageKind, SuccessPolicy};
 
 /// An alert for TARSy to investigate. The operator picks a Chain (`chainRef`,
 /// else the Chain whose `alertTypes` lists `alertType`), runs its stages as
@@ -68,7 +68,7 @@ pub struct AlertSpec {
 
     /// The alert payload as opaque text (YAML, JSON or prose), at most 1 MiB.
     /// It is masked before any agent or record sees it. Immutable.
-    #[x_kube(validation = Rule::new("size(bytes(self)) <= 1048576").message("data must not exceed 1 MiB (1048576 bytes)"))]
+    #[x_kube(validation = Rule::new(format!("size(bytes(self)) <= {MAX_ALERT_DATA_BYTES}")).message(format!("data must not exceed 1 MiB ({MAX_ALERT_DATA_BYTES} bytes)").as_str()))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("data is immutable"))]
     pub data: String,
 
@@ -124,8 +124,8 @@ pub struct AlertSource {
 /// `url_context`) → enabled.
 pub type NativeTools = BTreeMap<String, bool>;
 
-/// Names accepted as native tool keys.
-pub const NATIVE_TOOL_NAMES: [&str; 3] = ["google_search", "code_execution", "url_context"];
+/// Names accepted as native tool keys (`tarsy-core`'s).
+pub use tarsy_core::NATIVE_TOOL_NAMES;
 
 /// A per-alert MCP selection override.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

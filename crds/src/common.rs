@@ -6,9 +6,9 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Largest alert payload, in bytes (1 MiB). Checked by a CEL rule on
-/// `Alert.spec.data` and by the API (HTTP 413).
-pub const MAX_ALERT_DATA_BYTES: usize = 1024 * 1024;
+/// Largest alert payload, in bytes (1 MiB): `tarsy-core`'s, which the CEL
+/// rule on `Alert.spec.data` states too.
+pub use tarsy_core::MAX_ALERT_DATA_BYTES;
 
 /// Upper bound, in characters, of free text kept in a status (final analysis,
 /// executive summary, errors). Full text lives in Postgres.

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
 use crate::{
-    API_VERSION, AgentExecution, AgentExecutionSpec, Alert, ChatRequestSpec, ExecutionKind,
-    ResolvedConfigSpec, SecretKeyRef, StageRef,
+    API_VERSION, AgentExecution, AgentExecutionSpec, Alert, AlertSpec, ChatRequestSpec,
+    ExecutionKind, ResolvedConfigSpec, SecretKeyRef, StageRef,
 };
 
 pub use crate::agent_execution::{STOP_ANNOTATION, STOP_CANCELLED, STOP_TIMED_OUT};
@@ -196,21 +196,25 @@ pub fn owned_by(ae: &AgentExecution, uid: &str) -> bool {
 }
 
 /// An Alert as a submission: the same record as an alert posted to the API,
-/// so that every writer builds the same session row from it. `default_author`
-/// stands in when the Alert names none (empty: no author).
+/// so that every writer builds the same session row from it (and every entry
+/// point checks the same alert). `default_author` stands in when the Alert
+/// names none (empty: no author).
 pub fn submission_of(alert: &Alert, default_author: &str) -> tarsy_core::control::NewAlert {
+    submission_of_spec(&alert.spec, default_author)
+}
+
+/// [`submission_of`] for an Alert not created yet, by its spec.
+pub fn submission_of_spec(spec: &AlertSpec, default_author: &str) -> tarsy_core::control::NewAlert {
     tarsy_core::control::NewAlert {
-        alert_type: alert.spec.alert_type.clone(),
-        data: alert.spec.data.clone(),
-        chain: alert.spec.chain_ref.clone(),
-        runbook_url: alert.spec.runbook_url.clone(),
-        mcp_selection: alert
-            .spec
+        alert_type: spec.alert_type.clone(),
+        data: spec.data.clone(),
+        chain: spec.chain_ref.clone(),
+        runbook_url: spec.runbook_url.clone(),
+        mcp_selection: spec
             .mcp_selection
             .as_ref()
             .map(tarsy_core::McpSelection::from),
-        author: alert
-            .spec
+        author: spec
             .author
             .clone()
             .unwrap_or_else(|| default_author.to_string()),

@@ -249,9 +249,12 @@ fn every_cel_rule_compiles_within_the_cost_budget() {
 fn alert_data_limit_counts_bytes() {
     let mut doc = find_doc("alerts.yaml/web-0-crashloop");
     // 1 MiB of ASCII is accepted, one byte more is not.
-    doc["spec"]["data"] = Value::String("x".repeat(1024 * 1024));
+    doc["spec"]["data"] = Value::String("x".repeat(tarsy_crds::MAX_ALERT_DATA_BYTES));
     validate_object(&doc, None).unwrap();
-    // Multi-byte characters count by bytes: 600 Ki two-byte characters exceed 1 MiB.
-    doc["spec"]["data"] = Value::String("é".repeat(600 * 1024));
+    doc["spec"]["data"] = Value::String("x".repeat(tarsy_crds::MAX_ALERT_DATA_BYTES + 1));
+    assert!(validate_object(&doc, None).is_err());
+    // Multi-byte characters count by bytes: one two-byte character more than
+    // half the limit exceeds it.
+    doc["spec"]["data"] = Value::String("é".repeat(tarsy_crds::MAX_ALERT_DATA_BYTES / 2 + 1));
     assert!(validate_object(&doc, None).is_err());
 }

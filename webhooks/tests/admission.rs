@@ -661,7 +661,7 @@ async fn alerts_must_resolve_to_exactly_one_chain() {
     assert_eq!(none["allowed"], false);
     assert_eq!(
         message(&none),
-        "Alert team-a/am-3f6e8b1a2c4d5e6f has 1 problem: spec.alertType: no Chain in namespace \"team-a\" handles alert type \"KubeJobFailed\" (known alert types: KubePodCrashLooping, KubePodNotReady, NodeNotReady); add it to a Chain's alertTypes or set spec.chainRef"
+        "Alert team-a/am-3f6e8b1a2c4d5e6f has 1 problem: no chain handles alert type \"KubeJobFailed\" (known alert types: KubePodCrashLooping, KubePodNotReady, NodeNotReady); add it to a chain's alertTypes or name the chain to run"
     );
 
     // Two chains claiming the same type (created while the webhook was down).
@@ -682,7 +682,7 @@ spec:
     assert_eq!(two["allowed"], false);
     assert!(
         message(&two)
-            .contains("is claimed by several Chains (nodes-a, nodes-b); set spec.chainRef"),
+            .contains("is handled by several chains (nodes-a, nodes-b); name the chain to run"),
         "{two}"
     );
     let pinned = w
@@ -703,7 +703,7 @@ spec:
         .await;
     assert_eq!(missing["allowed"], false);
     assert!(
-        message(&missing).contains("spec.chainRef: Chain \"nodes-c\" not found"),
+        message(&missing).contains("unknown chain \"nodes-c\" (known: "),
         "{missing}"
     );
 }
@@ -717,7 +717,9 @@ async fn alert_mcp_selection_names_existing_servers() {
         .await;
     assert_eq!(r["allowed"], false);
     assert!(
-        message(&r).contains("spec.mcpSelection.servers[2].name: MCPServer \"tempo\" not found"),
+        message(&r).ends_with(
+            "MCP selection: servers[2].name: unknown MCP server \"tempo\" (known: kubernetes-server, loki)"
+        ),
         "{r}"
     );
     assert!(!message(&r).contains("servers[1]"), "{r}");

@@ -479,7 +479,7 @@ async fn unclaimed_alert_types_can_be_rejected() {
     assert_eq!(r["rejected"], 2);
     assert_eq!(
         r["results"][1]["message"],
-        "no Chain in namespace \"tarsy\" lists alert type \"NodeFilesystemAlmostOutOfSpace\" in its alertTypes"
+        "no chain handles alert type \"NodeFilesystemAlmostOutOfSpace\" (known alert types: KubePodCrashLooping); add it to a chain's alertTypes or name the chain to run"
     );
     assert_eq!(b.sink.len(), 1);
 }

@@ -351,7 +351,10 @@ export interface components {
             data: unknown;
             /** @description Run this chain instead of the one the alert type selects. */
             chain?: string | null;
-            /** @description An `http://` or `https://` runbook included in prompts. */
+            /**
+             * @description An `http://` or `https://` runbook included in prompts (at most 2048
+             *     characters).
+             */
             runbook_url?: string | null;
             mcp_selection?: components["schemas"]["McpSelection"] | null;
         };
@@ -1271,7 +1274,7 @@ export interface operations {
                     "application/json": components["schemas"]["AlertResponse"];
                 };
             };
-            /** @description Malformed JSON; a missing, unknown or mistyped field; an empty `alert_type` or `data`, `data: null`, a bad `runbook_url` or `mcp_selection`; an unknown alert type, chain, MCP server or tool; several chains for the type. */
+            /** @description Malformed JSON; a missing, unknown or mistyped field; `data: null`; an alert breaking a rule of a valid alert, with the message the admission webhook and the Alertmanager bridge give: an empty or over-long `alert_type`, an over-long `chain`, empty `data`, a bad `runbook_url` or `mcp_selection`, an unknown alert type, chain, MCP server or tool, several chains for the type. */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -315,7 +315,7 @@ async fn selection_overrides_replace_servers_and_filter_tools() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "mcp_selection references unknown MCP server: 'ghost' (available: other, test)"
+        "MCP selection: servers[0].name: unknown MCP server \"ghost\" (known: other, test)"
     );
 }
 

@@ -1,6 +1,6 @@
 //! REST handlers.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use chrono::Utc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tarsy_core::{ConversationMessage, McpSelection, SessionStatus, TimelineEvent};
+use tarsy_core::{ConversationMessage, InvalidAlert, McpSelection, SessionStatus, TimelineEvent};
 use tarsy_store::{
     AgentExecution, LlmInteraction, McpInteraction, Session, SessionFilter, SessionSort,
     SessionSortKey, SessionSummary, SessionTrace, Stage, StoreError,
@@ -351,8 +351,10 @@ pub(crate) struct AlertRequest {
     #[serde(default)]
     #[schema(max_length = 253)]
     chain: Option<String>,
-    /// An `http://` or `https://` runbook included in prompts.
+    /// An `http://` or `https://` runbook included in prompts (at most 2048
+    /// characters).
     #[serde(default)]
+    #[schema(max_length = 2048)]
     runbook_url: Option<String>,
     /// Replaces the chain's MCP servers for this alert.
     #[serde(default)]
@@ -383,8 +385,11 @@ pub(crate) struct AlertResponse {
     responses(
         (status = 202, description = "Accepted: the session is created.", body = AlertResponse),
         (status = 400, description = "Malformed JSON; a missing, unknown or mistyped field; \
-            an empty `alert_type` or `data`, `data: null`, a bad `runbook_url` or `mcp_selection`; \
-            an unknown alert type, chain, MCP server or tool; several chains for the type.", body = ErrorBody),
+            `data: null`; an alert breaking a rule of a valid alert, with the message the \
+            admission webhook and the Alertmanager bridge give: an empty or over-long \
+            `alert_type`, an over-long `chain`, empty `data`, a bad `runbook_url` or \
+            `mcp_selection`, an unknown alert type, chain, MCP server or tool, several chains \
+            for the type.", body = ErrorBody),
         (status = 413, description = "`data` over 1 MiB, or the body over its limit.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
         (status = 507, description = "The database's disk is full.", body = ErrorBody),
@@ -398,58 +403,33 @@ pub(crate) async fn submit_alert(
 ) -> ApiResult<(StatusCode, Json<AlertResponse>)> {
     let body = read_body(&headers, body, api.alert_body_limit()).await?;
     let request: AlertRequest = parse_body(&body, "alert")?;
-    let alert_type = request.alert_type.trim().to_string();
-    if alert_type.is_empty() {
-        return Err(ApiError::bad_request("alert_type must not be empty"));
-    }
-    check_name_length("alert_type", &alert_type)?;
-    if let Some(chain) = &request.chain {
-        check_name_length("chain", chain.trim())?;
-    }
+    // Only the request's shape is checked here; whether the alert is valid
+    // is the rule set's call (`tarsy_config::Config::check_alert`), which the
+    // control applies in either mode, as the admission webhook and the
+    // Alertmanager bridge do.
     let data = match request.data {
         Value::String(s) => s,
         Value::Null => return Err(ApiError::bad_request("data must not be null")),
         other => other.to_string(),
     };
-    if data.trim().is_empty() {
-        return Err(ApiError::bad_request("data must not be empty"));
-    }
-    if data.len() > api.config.max_alert_bytes {
-        return Err(ApiError::too_large(format!(
-            "alert data is {} bytes; the limit is {} bytes",
-            data.len(),
-            api.config.max_alert_bytes
-        )));
-    }
-    let chain = non_empty(request.chain);
-    let runbook_url = non_empty(request.runbook_url);
-    if let Some(url) = &runbook_url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
-    {
-        return Err(ApiError::bad_request(format!(
-            "runbook_url {url:?} must be an http:// or https:// URL"
-        )));
-    }
-    if let Some(selection) = &request.mcp_selection {
-        validate_selection(selection)?;
-    }
     let accepted = api
         .control
         .submit_alert(NewAlert {
-            alert_type,
+            alert_type: request.alert_type.trim().to_string(),
             data,
-            chain,
-            runbook_url,
+            chain: non_empty(request.chain),
+            runbook_url: non_empty(request.runbook_url),
             mcp_selection: request.mcp_selection,
             author: author(&headers, api.config.trust_forwarded_identity),
         })
         .await
         .map_err(|e| match e {
-            SubmitError::UnknownAlertType(_)
-            | SubmitError::AmbiguousAlertType { .. }
-            | SubmitError::UnknownChain(_)
-            | SubmitError::UnknownMcpServer(_)
-            | SubmitError::Invalid(_) => ApiError::bad_request(e.to_string()),
+            SubmitError::Invalid(InvalidAlert::DataTooLarge { .. }) => {
+                ApiError::too_large(e.to_string())
+            }
+            SubmitError::Invalid(_) | SubmitError::Refused(_) => {
+                ApiError::bad_request(e.to_string())
+            }
             SubmitError::Unavailable(m) => ApiError::unavailable(m),
             SubmitError::Internal(m) => ApiError::internal(m),
         })?;
@@ -464,57 +444,11 @@ pub(crate) async fn submit_alert(
     ))
 }
 
-/// Longest alert type or chain name (a Kubernetes name's bound; the Alert
-/// resource has the same).
-const MAX_NAME_CHARS: usize = 253;
-
-/// Refuses an over-long name without quoting it back.
-fn check_name_length(field: &str, value: &str) -> ApiResult<()> {
-    let n = value.chars().count();
-    if n > MAX_NAME_CHARS {
-        return Err(ApiError::bad_request(format!(
-            "{field} is {n} characters long; at most {MAX_NAME_CHARS} are allowed"
-        )));
-    }
-    Ok(())
-}
-
+/// A trimmed text, `None` when absent or blank.
 fn non_empty(value: Option<String>) -> Option<String> {
     value
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
-}
-
-/// Shape checks of an MCP selection; whether the servers exist is the
-/// control's call (it knows the configuration).
-fn validate_selection(selection: &McpSelection) -> ApiResult<()> {
-    if selection.servers.is_empty() {
-        return Err(ApiError::bad_request(
-            "mcp_selection.servers must name at least one MCP server",
-        ));
-    }
-    let mut seen = HashSet::new();
-    for (i, server) in selection.servers.iter().enumerate() {
-        if server.name.trim().is_empty() {
-            return Err(ApiError::bad_request(format!(
-                "mcp_selection.servers[{i}].name must not be empty"
-            )));
-        }
-        if !seen.insert(server.name.as_str()) {
-            return Err(ApiError::bad_request(format!(
-                "mcp_selection names MCP server {:?} twice",
-                server.name
-            )));
-        }
-        if let Some(tools) = &server.tools
-            && tools.iter().any(|t| t.trim().is_empty())
-        {
-            return Err(ApiError::bad_request(format!(
-                "mcp_selection.servers[{i}].tools contains an empty tool name"
-            )));
-        }
-    }
-    Ok(())
 }
 
 // ------------------------------------------------------------ sessions

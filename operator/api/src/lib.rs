@@ -70,8 +70,6 @@ pub struct ApiConfig {
     /// request without `Origin` (not a browser) and a same-origin request are
     /// always allowed; `"*"` allows every origin.
     pub allowed_ws_origins: Vec<String>,
-    /// Largest alert `data`, in bytes (413 above it).
-    pub max_alert_bytes: usize,
     /// Largest chat message, in bytes (413 above it).
     pub max_chat_message_bytes: usize,
     /// Serve the web dashboard under `/ui` (and `/` redirecting to it).
@@ -88,7 +86,6 @@ impl std::fmt::Debug for ApiConfig {
         f.debug_struct("ApiConfig")
             .field("trust_forwarded_identity", &self.trust_forwarded_identity)
             .field("allowed_ws_origins", &self.allowed_ws_origins)
-            .field("max_alert_bytes", &self.max_alert_bytes)
             .field("max_chat_message_bytes", &self.max_chat_message_bytes)
             .field("dashboard", &self.dashboard.map(|d| d.is_built()))
             .field("configuration", &self.configuration.is_some())
@@ -102,7 +99,6 @@ impl Default for ApiConfig {
         Self {
             trust_forwarded_identity: false,
             allowed_ws_origins: Vec::new(),
-            max_alert_bytes: tarsy_core::MAX_ALERT_DATA_BYTES,
             max_chat_message_bytes: 100_000,
             dashboard: None,
             configuration: None,
@@ -157,10 +153,10 @@ impl Api {
         self
     }
 
-    /// Largest alert request body: the data plus room for JSON escaping.
+    /// Largest alert request body: the largest data
+    /// ([`tarsy_core::MAX_ALERT_DATA_BYTES`]) plus room for JSON escaping.
     pub(crate) fn alert_body_limit(&self) -> usize {
-        self.config
-            .max_alert_bytes
+        tarsy_core::MAX_ALERT_DATA_BYTES
             .saturating_mul(2)
             .saturating_add(BODY_OVERHEAD)
     }

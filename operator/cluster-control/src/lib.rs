@@ -49,7 +49,7 @@ use tarsy_crds::{
     Agent, AgentExecution, Alert, AlertPhase, AlertSource, AlertSpec, Chain, ExecutionKind,
     LLMProvider, MCPServer, McpSelectionSpec,
 };
-use tarsy_exec::admission::{alert_masker, check_alert};
+use tarsy_exec::admission::alert_masker;
 use tarsy_store::{Store, StoreError};
 
 /// How long an alert submission waits for the operator's session row.
@@ -136,14 +136,7 @@ impl KubeSessionControl {
     /// server never used yet, or a built-in one, is absent: not checked.
     async fn offered_tools(&self) -> Result<BTreeMap<String, Vec<String>>, kube::Error> {
         let servers = self.api::<MCPServer>().list(&ListParams::default()).await?;
-        Ok(servers
-            .items
-            .into_iter()
-            .filter_map(|s| {
-                let tools = s.status?.last_health?.tools;
-                Some((s.metadata.name?, tools))
-            })
-            .collect())
+        Ok(tarsy_config::offered_tools(&servers.items))
     }
 
     /// The Alert whose UID is `session_id`. Selectors cannot match UIDs, so
@@ -245,7 +238,7 @@ fn submit_kube(what: &str, e: kube::Error) -> SubmitError {
         _ if transient(&e) => SubmitError::Unavailable(msg),
         // The API server's own validation (CEL rules, schema bounds).
         kube::Error::Api(s) if s.code == 422 || s.code == 400 => {
-            SubmitError::Invalid(format!("the Alert was refused: {}", s.message))
+            SubmitError::Refused(format!("the Alert was refused: {}", s.message))
         }
         _ => SubmitError::Internal(msg),
     }
@@ -270,7 +263,7 @@ impl SessionControl for KubeSessionControl {
                 .map_err(|e| submit_kube("reading the MCP servers", e))?,
             None => BTreeMap::new(),
         };
-        let chain = check_alert(&config, &alert, &tools)?;
+        let chain = config.check_alert(&alert, &tools)?;
         let object = Alert {
             metadata: ObjectMeta {
                 generate_name: Some(ALERT_NAME_PREFIX.to_string()),

@@ -309,46 +309,6 @@ pub enum ResolveError {
     },
 }
 
-/// A per-alert MCP selection that cannot be applied; the API answers 400
-/// with this text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SelectionError {
-    /// The selection lists no server.
-    #[error("mcpSelection.servers: at least one MCP server is required")]
-    Empty,
-    /// A server does not exist.
-    #[error("mcpSelection.servers[{index}].name: unknown MCP server {name:?} (known: {known})")]
-    UnknownServer {
-        /// 0-based position.
-        index: usize,
-        /// The name.
-        name: String,
-        /// Known names, comma separated.
-        known: String,
-    },
-    /// A server is listed twice.
-    #[error("mcpSelection.servers[{index}].name: MCP server {name:?} is listed twice")]
-    Duplicate {
-        /// 0-based position of the second occurrence.
-        index: usize,
-        /// The name.
-        name: String,
-    },
-    /// An empty tool name.
-    #[error("mcpSelection.servers[{index}].tools[{tool}]: tool names must not be empty")]
-    EmptyTool {
-        /// Server position.
-        index: usize,
-        /// Tool position.
-        tool: usize,
-    },
-    /// An unknown native tool.
-    #[error(
-        "mcpSelection.nativeTools: unknown native tool {name:?} (known: google_search, code_execution, url_context)"
-    )]
-    UnknownNativeTool {
-        /// The name.
-        name: String,
-    },
-}
+/// A per-alert MCP selection that cannot be applied (`tarsy-core`'s: the MCP
+/// client checks selections too).
+pub use tarsy_core::SelectionError;

@@ -21,6 +21,12 @@
 //!   server would, then cross-validates. Alert manifests are read separately
 //!   ([`load_alert_file`], [`parse_alerts`]).
 //!
+//! # Alerts
+//!
+//! [`Config::check_alert`] is the one rule set of a valid alert, which the
+//! REST API, the admission webhook and the Alertmanager bridge all apply
+//! (see [`alert`]).
+//!
 //! Built-in agents, MCP servers, LLM providers and masking patterns are in
 //! [`builtin`]; an object of the same kind and name replaces a built-in one.
 //!
@@ -59,6 +65,7 @@
 //! `agents` with one entry, overrides included) as `{agent}-1` … `{agent}-N`; resolution
 //! uses the base name, the display name only labels records.
 
+pub mod alert;
 pub mod builtin;
 pub mod convert;
 pub mod defaults;
@@ -69,6 +76,9 @@ pub mod registry;
 pub mod resolve;
 mod validate;
 
+pub use alert::{
+    check_alert_data, check_alert_fields, check_alert_type, check_runbook_url, offered_tools,
+};
 pub use convert::{
     EnvSecretResolver, MapSecretResolver, Placement, SecretResolver, llm_provider_config,
     masking_config, resolved_spec, summarization_config,

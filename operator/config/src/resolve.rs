@@ -10,10 +10,9 @@ use tarsy_core::{
     Backend, IterationStrategy, LlmProviderConfig, McpSelection, ParallelType, ResolvedAgentConfig,
     SuccessPolicy,
 };
-use tarsy_crds::{
-    AgentSpec, ChainSpec, McpUnavailablePolicy, NATIVE_TOOL_NAMES, StageAgentSpec, StageSpec,
-};
+use tarsy_crds::{AgentSpec, ChainSpec, McpUnavailablePolicy, StageAgentSpec, StageSpec};
 
+use crate::alert::ChainMiss;
 use crate::builtin::{CHAT_AGENT, SYNTHESIS_AGENT};
 use crate::defaults::Defaults;
 use crate::error::{ResolveError, SelectionError};
@@ -409,47 +408,11 @@ impl Config {
         })
     }
 
-    /// Checks a per-alert MCP selection: at least one server, every server
-    /// known and listed once, no empty tool name, known native tools. The
-    /// API calls this at submission (400 with the error text) and the
-    /// executor again at run time.
+    /// Checks a per-alert MCP selection against the configured MCP servers
+    /// ([`McpSelection::validate`]). Alerts are checked at submission
+    /// ([`Config::check_alert`]) and again when an agent is resolved.
     pub fn validate_mcp_selection(&self, selection: &McpSelection) -> Result<(), SelectionError> {
-        if selection.servers.is_empty() {
-            return Err(SelectionError::Empty);
-        }
-        let mut seen = BTreeSet::new();
-        for (index, server) in selection.servers.iter().enumerate() {
-            if self.mcp_server(&server.name).is_none() {
-                return Err(SelectionError::UnknownServer {
-                    index,
-                    name: server.name.clone(),
-                    known: self.known_mcp_servers(),
-                });
-            }
-            if !seen.insert(server.name.as_str()) {
-                return Err(SelectionError::Duplicate {
-                    index,
-                    name: server.name.clone(),
-                });
-            }
-            if let Some(tool) = server
-                .tools
-                .iter()
-                .flatten()
-                .position(|t| t.trim().is_empty())
-            {
-                return Err(SelectionError::EmptyTool { index, tool });
-            }
-        }
-        if let Some(name) = selection
-            .native_tools
-            .iter()
-            .flat_map(|m| m.keys())
-            .find(|k| !NATIVE_TOOL_NAMES.contains(&k.as_str()))
-        {
-            return Err(SelectionError::UnknownNativeTool { name: name.clone() });
-        }
-        Ok(())
+        selection.validate(self.mcp_servers.keys().map(String::as_str))
     }
 
     /// Applies a per-alert MCP selection to a resolved configuration: the
@@ -472,32 +435,22 @@ impl Config {
 
     /// The chain for an alert: `chain_ref` if given, else the one chain
     /// whose alertTypes contain `alert_type` (none or several is an error).
+    /// Submissions are checked with [`Config::check_alert`], which words the
+    /// same failures for the submitter.
     pub fn chain_for_alert(
         &self,
         alert_type: &str,
         chain_ref: Option<&str>,
     ) -> Result<&Named<ChainSpec>, ResolveError> {
-        if let Some(name) = chain_ref {
-            return self
-                .chain(name)
-                .ok_or_else(|| ResolveError::ChainNotFound(name.to_string()));
-        }
-        let matching: Vec<&Named<ChainSpec>> = self
-            .chains()
-            .filter(|c| c.spec.alert_types.iter().any(|t| t == alert_type))
-            .collect();
-        match matching.as_slice() {
-            [one] => Ok(one),
-            [] => Err(ResolveError::NoChainForAlertType(alert_type.to_string())),
-            many => Err(ResolveError::AmbiguousAlertType {
-                alert_type: alert_type.to_string(),
-                chains: many
-                    .iter()
-                    .map(|c| c.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            }),
-        }
+        self.find_alert_chain(alert_type, chain_ref)
+            .map_err(|miss| match miss {
+                ChainMiss::NotFound(name) => ResolveError::ChainNotFound(name),
+                ChainMiss::NoneForType => ResolveError::NoChainForAlertType(alert_type.to_string()),
+                ChainMiss::Ambiguous(chains) => ResolveError::AmbiguousAlertType {
+                    alert_type: alert_type.to_string(),
+                    chains: chains.join(", "),
+                },
+            })
     }
 
     /// Every alert type some chain handles, sorted.

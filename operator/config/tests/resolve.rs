@@ -1249,7 +1249,7 @@ fn mcp_selection_errors_are_precise() {
         (
             selection(&[]),
             SelectionError::Empty,
-            "mcpSelection.servers: at least one MCP server is required",
+            "MCP selection: servers: at least one MCP server is required",
         ),
         (
             selection(&[("s-sel", None), ("prometheus", None)]),
@@ -1258,7 +1258,7 @@ fn mcp_selection_errors_are_precise() {
                 name: "prometheus".into(),
                 known: String::new(),
             },
-            "mcpSelection.servers[1].name: unknown MCP server \"prometheus\" (known: kubernetes-server, s-agent",
+            "MCP selection: servers[1].name: unknown MCP server \"prometheus\" (known: kubernetes-server, s-agent",
         ),
         (
             selection(&[("s-sel", None), ("s-sel", Some(&["x"]))]),
@@ -1266,12 +1266,12 @@ fn mcp_selection_errors_are_precise() {
                 index: 1,
                 name: "s-sel".into(),
             },
-            "mcpSelection.servers[1].name: MCP server \"s-sel\" is listed twice",
+            "MCP selection: servers[1].name: MCP server \"s-sel\" is listed twice",
         ),
         (
             selection(&[("s-sel", Some(&["ok", " "]))]),
             SelectionError::EmptyTool { index: 0, tool: 1 },
-            "mcpSelection.servers[0].tools[1]: tool names must not be empty",
+            "MCP selection: servers[0].tools[1]: tool names must not be empty",
         ),
         (
             McpSelection {
@@ -1279,7 +1279,7 @@ fn mcp_selection_errors_are_precise() {
                 ..selection(&[("s-sel", None)])
             },
             SelectionError::UnknownNativeTool { name: "web".into() },
-            "mcpSelection.nativeTools: unknown native tool \"web\"",
+            "MCP selection: unknown native tool \"web\"",
         ),
     ];
     for (sel, expected, text) in cases {

@@ -182,6 +182,9 @@ pub struct McpServerConfig {
 /// empty list, exposes all its tools.
 pub type ToolFilter = BTreeMap<String, Vec<String>>;
 
+/// Names accepted as native tool keys of an MCP selection (Gemini's).
+pub const NATIVE_TOOL_NAMES: [&str; 3] = ["google_search", "code_execution", "url_context"];
+
 /// A per-alert MCP selection override: replaces (never merges with) the
 /// servers the chain would use.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,15 +1,17 @@
 //! The contract between the API and whichever mode runs sessions: what an
 //! alert submission, a cancel request and a chat question are, what they
-//! answer and why they are refused. The API validates requests and reads
-//! records straight from the store; it never runs a session. Local mode
+//! answer and why they are refused. The API checks the shape of requests
+//! and reads records straight from the store; it never runs a session. Local mode
 //! implements [`SessionControl`] in process; cluster mode by creating and
 //! patching `Alert` resources.
 
 use async_trait::async_trait;
 
-use crate::{McpSelection, SessionStatus};
+use crate::{InvalidAlert, McpSelection, SessionStatus};
 
-/// An alert accepted by the API, ready to become a session.
+/// An alert submitted to TARSy (through the API, as an Alert resource or by
+/// the Alertmanager bridge), ready to be checked
+/// (`tarsy_config::Config::check_alert`) and to become a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewAlert {
     /// The alert type (selects the chain unless `chain` is given).
@@ -20,8 +22,7 @@ pub struct NewAlert {
     pub chain: Option<String>,
     /// Runbook to include in prompts.
     pub runbook_url: Option<String>,
-    /// Per-alert MCP server override (replace, not merge). The API checked
-    /// its shape; the implementation checks that every server exists.
+    /// Per-alert MCP server override (replace, not merge).
     pub mcp_selection: Option<McpSelection>,
     /// Who submitted it (`X-Forwarded-User`, `X-Forwarded-Email` or `api-client`).
     pub author: String,
@@ -41,26 +42,14 @@ pub struct AlertAccepted {
 /// Why an alert was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SubmitError {
-    /// No chain handles this alert type (HTTP 400).
-    #[error("no chain handles alert type {0:?}")]
-    UnknownAlertType(String),
-    /// Several chains claim the alert type and none was named (HTTP 400).
-    #[error("alert type {alert_type:?} is handled by several chains ({}); name one with \"chain\"", chains.join(", "))]
-    AmbiguousAlertType {
-        /// The alert type.
-        alert_type: String,
-        /// The chains claiming it.
-        chains: Vec<String>,
-    },
-    /// The named chain does not exist (HTTP 400).
-    #[error("unknown chain {0:?}")]
-    UnknownChain(String),
-    /// The MCP selection names a server that does not exist (HTTP 400).
-    #[error("mcp_selection names unknown MCP server {0:?}")]
-    UnknownMcpServer(String),
-    /// Anything else wrong with the alert (HTTP 400).
+    /// The alert breaks a rule of a valid alert (HTTP 400; 413 for data over
+    /// the limit).
+    #[error(transparent)]
+    Invalid(#[from] InvalidAlert),
+    /// Refused by the system that records it for a reason of its own: the
+    /// Kubernetes API server's validation, the store's (HTTP 400).
     #[error("{0}")]
-    Invalid(String),
+    Refused(String),
     /// The system cannot take alerts now, e.g. shutting down (HTTP 503).
     #[error("{0}")]
     Unavailable(String),
@@ -170,9 +159,10 @@ pub enum ChatError {
 /// Session orchestration as the API needs it.
 #[async_trait]
 pub trait SessionControl: Send + Sync {
-    /// Resolves the chain, validates the MCP selection against the known
-    /// servers and creates the session (pending). Cluster mode creates an
-    /// `Alert` resource whose UID becomes the session id.
+    /// Checks the alert against the rules of a valid alert
+    /// (`tarsy_config::Config::check_alert`: the API itself checks only the
+    /// request's shape) and creates the session (pending). Cluster mode
+    /// creates an `Alert` resource whose UID becomes the session id.
     async fn submit_alert(&self, alert: NewAlert) -> Result<AlertAccepted, SubmitError>;
 
     /// Cancels the session's investigation if it is still running, otherwise

@@ -5,6 +5,7 @@
 //! operator. Keeping them here lets those crates compile and evolve
 //! independently.
 
+pub mod alert;
 pub mod config;
 pub mod control;
 pub mod conversation;
@@ -12,9 +13,14 @@ pub mod recorder;
 pub mod status;
 pub mod stream;
 
+pub use alert::{
+    InvalidAlert, MAX_ALERT_DATA_BYTES, MAX_NAME_CHARS, MAX_RUNBOOK_URL_CHARS, NoToolCatalog,
+    SelectionError, ToolCatalog,
+};
 pub use config::{
     LlmProviderConfig, McpSelection, McpServerConfig, McpServerSelection, McpTransport,
-    ProviderType, ResolvedAgentConfig, SecretValue, SummarizationConfig, ToolFilter,
+    NATIVE_TOOL_NAMES, ProviderType, ResolvedAgentConfig, SecretValue, SummarizationConfig,
+    ToolFilter,
 };
 pub use conversation::{ConversationMessage, TokenUsage, ToolCall, ToolDefinition, ToolResult};
 pub use recorder::{
@@ -28,7 +34,3 @@ pub use status::{
     TimelineEventStatus, TimelineEventType, UnknownValue,
 };
 pub use stream::{StageEventStatus, StreamEvent};
-
-/// Largest alert payload accepted, in bytes (1 MiB). Larger alerts are
-/// rejected (HTTP 413, or a CRD validation error), never truncated.
-pub const MAX_ALERT_DATA_BYTES: usize = 1024 * 1024;

@@ -1,150 +1,15 @@
-//! Admission rules, the same in every mode: what is checked before an alert
-//! becomes a session (and how its row is built), and before a question
-//! becomes a chat answer.
+//! Admission, the same in every mode: how an accepted alert's session row is
+//! built (the alert itself is checked by `tarsy_config`'s
+//! [`Config::check_alert`], the rule set every entry point shares), and what
+//! is checked before a question becomes a chat answer.
 
 use std::time::Duration;
 
-use tarsy_config::{Config, Defaults, Named, ResolveError, chat_enabled};
-use tarsy_core::control::{ChatError, ChatSubmission, NewAlert, SubmitError};
-use tarsy_core::{MAX_ALERT_DATA_BYTES, McpSelection, ResolvedAgentConfig, SessionStatus};
-use tarsy_crds::ChainSpec;
+use tarsy_config::{Config, Defaults, chat_enabled};
+use tarsy_core::control::{ChatError, ChatSubmission, NewAlert};
+use tarsy_core::{McpSelection, ResolvedAgentConfig, SessionStatus};
 use tarsy_masking::MaskingService;
 use tarsy_store::{NewSession, Session, Store, StoreError};
-
-/// The tools MCP servers are known to offer (local mode: as the health
-/// monitor last listed them). A server whose tools are unknown is not
-/// checked; an unknown tool then shows on the execution's timeline.
-pub trait ToolCatalog: Send + Sync {
-    /// The tool names of `server`, if known.
-    fn tool_names(&self, server: &str) -> Option<Vec<String>>;
-}
-
-/// Knows no tools (nothing is checked).
-pub struct NoToolCatalog;
-
-impl ToolCatalog for NoToolCatalog {
-    fn tool_names(&self, _: &str) -> Option<Vec<String>> {
-        None
-    }
-}
-
-/// Tool names by server (cluster mode: as MCPServers' `lastHealth` lists
-/// them).
-impl ToolCatalog for std::collections::BTreeMap<String, Vec<String>> {
-    fn tool_names(&self, server: &str) -> Option<Vec<String>> {
-        self.get(server).filter(|t| !t.is_empty()).cloned()
-    }
-}
-
-impl ToolCatalog for tarsy_mcp::HealthMonitor {
-    fn tool_names(&self, server: &str) -> Option<Vec<String>> {
-        tarsy_mcp::HealthMonitor::tool_names(self, server)
-    }
-}
-
-/// Checks `alert` against `config` and returns the chain that will run it:
-/// a non-empty type, data within [`MAX_ALERT_DATA_BYTES`], a chain that
-/// resolves (named, or the one for the type) and an MCP selection naming
-/// only known servers, and only tools those servers are known to offer
-/// (per `tools`).
-pub fn check_alert<'c>(
-    config: &'c Config,
-    alert: &NewAlert,
-    tools: &dyn ToolCatalog,
-) -> Result<&'c Named<ChainSpec>, SubmitError> {
-    if alert.alert_type.trim().is_empty() {
-        return Err(SubmitError::Invalid("alert_type is empty".into()));
-    }
-    if alert.data.len() > MAX_ALERT_DATA_BYTES {
-        return Err(SubmitError::Invalid(format!(
-            "alert data is {} bytes; the limit is {MAX_ALERT_DATA_BYTES}",
-            alert.data.len()
-        )));
-    }
-    let chain = config
-        .chain_for_alert(&alert.alert_type, alert.chain.as_deref())
-        .map_err(submit_error)?;
-    if let Some(selection) = &alert.mcp_selection {
-        config.validate_mcp_selection(selection).map_err(|e| {
-            match selection
-                .servers
-                .iter()
-                .find(|s| config.mcp_server(&s.name).is_none())
-            {
-                Some(unknown) => SubmitError::UnknownMcpServer(unknown.name.clone()),
-                None => SubmitError::Invalid(format!("mcp_selection: {e}")),
-            }
-        })?;
-        check_selected_tools(selection, tools)?;
-    }
-    Ok(chain)
-}
-
-/// Refuses a selection naming tools its server is known not to offer,
-/// naming them and the tools it does offer.
-fn check_selected_tools(
-    selection: &McpSelection,
-    catalog: &dyn ToolCatalog,
-) -> Result<(), SubmitError> {
-    for (index, server) in selection.servers.iter().enumerate() {
-        let Some(wanted) = server.tools.as_ref().filter(|t| !t.is_empty()) else {
-            continue;
-        };
-        let Some(offered) = catalog.tool_names(&server.name) else {
-            continue;
-        };
-        let unknown: Vec<&str> = wanted
-            .iter()
-            .filter(|t| !offered.contains(t))
-            .map(String::as_str)
-            .collect();
-        if !unknown.is_empty() {
-            let mut offered = offered;
-            offered.sort();
-            return Err(SubmitError::Invalid(format!(
-                "mcp_selection.servers[{index}].tools: MCP server {:?} has no tool {} (it offers: {})",
-                server.name,
-                unknown
-                    .iter()
-                    .map(|t| format!("{t:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                clip_list(&offered)
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// A list for an error message, at most 20 names.
-fn clip_list(names: &[String]) -> String {
-    const MAX: usize = 20;
-    let mut text = names
-        .iter()
-        .take(MAX)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > MAX {
-        text.push_str(&format!(", … {} more", names.len() - MAX));
-    }
-    text
-}
-
-/// The submission refusal a chain resolution failure means.
-pub fn submit_error(e: ResolveError) -> SubmitError {
-    match e {
-        ResolveError::NoChainForAlertType(t) => SubmitError::UnknownAlertType(t),
-        ResolveError::AmbiguousAlertType { alert_type, chains } => {
-            SubmitError::AmbiguousAlertType {
-                alert_type,
-                chains: chains.split(", ").map(str::to_string).collect(),
-            }
-        }
-        ResolveError::ChainNotFound(c) => SubmitError::UnknownChain(c),
-        other => SubmitError::Invalid(other.to_string()),
-    }
-}
 
 /// The masking of alert data before it is stored, from the defaults'
 /// alert masking settings. `None` when it cannot be built: alert data is

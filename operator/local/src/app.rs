@@ -12,10 +12,9 @@ use tarsy_api::{
     SystemWarningsSource,
 };
 use tarsy_config::{Config, EnvSecretResolver, Placement};
-use tarsy_core::{EventPublisher, McpServerConfig};
+use tarsy_core::{EventPublisher, McpServerConfig, NoToolCatalog};
 use tarsy_engine::LlmClient;
 use tarsy_events::EventHub;
-use tarsy_exec::admission::NoToolCatalog;
 use tarsy_exec::notify::{SlackNotifier, SlackSettings};
 use tarsy_exec::retention::{self, Retention};
 use tarsy_exec::runbook::runbook_source;

@@ -9,8 +9,8 @@ use tarsy_api::{
     AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission, NewAlert,
     SessionControl, SubmitError,
 };
-use tarsy_core::SessionStatus;
-use tarsy_exec::admission::{ToolCatalog, check_alert, new_session};
+use tarsy_core::{SessionStatus, ToolCatalog};
+use tarsy_exec::admission::new_session;
 use tarsy_store::{SessionOutcome, StoreError};
 
 use crate::chat;
@@ -102,7 +102,7 @@ impl SessionControl for LocalControl {
         if self.rt.shutdown.is_cancelled() {
             return Err(SubmitError::Unavailable("TARSy is shutting down".into()));
         }
-        let chain = check_alert(&self.rt.config, &alert, self.tools.as_ref())?;
+        let chain = self.rt.config.check_alert(&alert, self.tools.as_ref())?;
         let id = uuid::Uuid::new_v4().to_string();
         // Fail-open: a masking failure keeps the data unmasked (logged).
         let row = new_session(id.clone(), &chain.name, &alert, Some(&self.rt.masking));
@@ -127,7 +127,7 @@ impl SessionControl for LocalControl {
             .create_session(row)
             .await
             .map_err(|e| match e {
-                StoreError::InvalidInput(m) => SubmitError::Invalid(m),
+                StoreError::InvalidInput(m) => SubmitError::Refused(m),
                 other => match other.unavailable_message() {
                     Some(m) => SubmitError::Unavailable(m),
                     None => SubmitError::Internal(other.to_string()),

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::selection::SelectionError;
+use tarsy_core::SelectionError;
 
 /// An MCP infrastructure failure.
 #[derive(Debug, thiserror::Error)]

@@ -20,7 +20,7 @@ use crate::client::{CallOutcome, McpClient};
 use crate::error::McpError;
 use crate::params::parse_action_input;
 use crate::router::{ToolAccess, canonical_name, normalize_tool_name};
-use crate::selection::{resolve_servers, validate_selection};
+use crate::selection::resolve_servers;
 use crate::timeouts::McpTimeouts;
 use crate::tokens::truncate_for_storage;
 use tarsy_telemetry::McpOutcome;
@@ -110,7 +110,7 @@ impl McpClientFactory {
         request: ExecutorRequest,
     ) -> Result<McpToolExecutor, McpError> {
         if let Some(selection) = &request.selection {
-            validate_selection(selection, self.server_names())?;
+            selection.validate(self.server_names())?;
         }
         let (servers, filter) = resolve_servers(
             request.selection.as_ref(),

@@ -233,3 +233,11 @@ async fn check_server(client: &McpClient, server: &str) -> Result<Vec<String>, S
         .await
         .map_err(|e| e.to_string())
 }
+
+/// What a per-alert MCP selection may name: the tools each server listed
+/// at its last successful check.
+impl tarsy_core::ToolCatalog for HealthMonitor {
+    fn tool_names(&self, server: &str) -> Option<Vec<String>> {
+        HealthMonitor::tool_names(self, server)
+    }
+}

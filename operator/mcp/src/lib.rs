@@ -25,6 +25,6 @@ pub use client::McpClient;
 pub use error::McpError;
 pub use executor::{ExecutorRequest, McpClientFactory, McpToolExecutor};
 pub use health::{HealthMonitor, HealthStatus, validate_servers};
-pub use selection::{SelectionError, resolve_servers, validate_selection};
+pub use selection::resolve_servers;
 pub use timeouts::McpTimeouts;
 pub use warnings::{SystemWarning, SystemWarnings};

@@ -2,7 +2,7 @@
 //! soft deletion and retention.
 
 use chrono::{DateTime, Utc};
-use tarsy_core::{MAX_ALERT_DATA_BYTES, SessionStatus};
+use tarsy_core::{InvalidAlert, MAX_ALERT_DATA_BYTES, SessionStatus};
 
 use crate::db::{Sql, like_pattern, normalize_time, now};
 use crate::error::{Result, StoreError};
@@ -24,11 +24,14 @@ impl Store {
         if new.id.trim().is_empty() {
             return Err(StoreError::InvalidInput("session id is empty".into()));
         }
+        // The last guard of the column; submissions were checked already.
         if new.alert_data.len() > MAX_ALERT_DATA_BYTES {
-            return Err(StoreError::InvalidInput(format!(
-                "alert data is {} bytes; the limit is {MAX_ALERT_DATA_BYTES}",
-                new.alert_data.len()
-            )));
+            return Err(StoreError::InvalidInput(
+                InvalidAlert::DataTooLarge {
+                    bytes: new.alert_data.len(),
+                }
+                .to_string(),
+            ));
         }
         let inserted = self
             .db

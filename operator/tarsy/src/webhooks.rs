@@ -42,8 +42,8 @@ pub struct WebhooksArgs {
     /// Alert type of alerts without the alert-type label (default: refuse them).
     #[arg(long)]
     default_alert_type: Option<String>,
-    /// Refuse alerts no Chain handles (default: create the Alert, which then
-    /// fails with a clear condition).
+    /// Refuse alerts that no Chain, or several Chains, would run (default:
+    /// create the Alert, which then fails with a clear condition).
     #[arg(long)]
     require_chain: bool,
     /// Missing references in Chains, Agents, MCPServers, LLMProviders: deny or warn.

@@ -5,13 +5,12 @@
 //! cross-object rules are `tarsy-config`'s ([`config_findings`]: the same
 //! validation local mode runs — references, strategies against provider
 //! backends, masking, durations), so the cluster and local mode agree. On top
-//! of it: alert-type ownership judged from the reviewed object's side, the
-//! Alert checks (resolvable to exactly one Chain, MCP selection) and
-//! warnings for soft issues.
-
-use std::collections::BTreeSet;
+//! of it: alert-type ownership judged from the reviewed object's side and
+//! warnings for soft issues. Alerts get the rule set the REST API and the
+//! Alertmanager bridge apply too (`tarsy_config::Config::check_alert`).
 
 use tarsy_config::{Config, Defaults, ObjectRef, Problem};
+use tarsy_crds::contract::submission_of;
 use tarsy_crds::{Agent, Alert, Chain, LLMProvider, MCPServer};
 
 use crate::builtins::Builtins;
@@ -56,8 +55,6 @@ pub struct Findings {
 /// The objects of the namespace the checked object lives in.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Namespace name (for messages).
-    pub namespace: String,
     /// Chains (for alert-type ownership and Alert resolution).
     pub chains: Vec<Chain>,
     /// Agents.
@@ -157,26 +154,6 @@ impl Findings {
         self.errors.extend(other.errors);
         self.warnings.extend(other.warnings);
     }
-}
-
-/// How many names a "not found" message lists.
-const LISTED_NAMES: usize = 12;
-
-fn listing<'a>(names: impl Iterator<Item = &'a String>) -> String {
-    let names: Vec<&String> = names.collect();
-    if names.is_empty() {
-        return "none".into();
-    }
-    let mut out = names
-        .iter()
-        .take(LISTED_NAMES)
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > LISTED_NAMES {
-        out.push_str(&format!(", ... ({} in all)", names.len()));
-    }
-    out
 }
 
 /// Ownership of alert types and soft issues of a Chain named `name` (the
@@ -314,80 +291,18 @@ pub fn check_llm_provider(provider: &LLMProvider, name: &str, snap: &Snapshot) -
     f
 }
 
-/// Checks a new Alert: `chainRef` names an existing Chain, or exactly one
-/// Chain claims its alert type; its MCP selection names existing (or
-/// built-in) servers. Alerts are not GitOps objects: problems always deny.
-pub fn check_alert(alert: &Alert, snap: &Snapshot, builtins: &Builtins) -> Findings {
+/// Checks a new Alert with the rule set every entry point applies
+/// ([`Config::check_alert`]: alert type, data, runbook URL, exactly one
+/// Chain, MCP selection naming existing or built-in servers and tools they
+/// last listed), against the namespace's Chains and MCPServers. Alerts are
+/// not GitOps objects: a problem always denies.
+pub fn check_alert(alert: &Alert, snap: &Snapshot, defaults: &Defaults) -> Findings {
+    let config =
+        Config::from_resources(defaults.clone(), &snap.chains, &[], &snap.mcp_servers, &[]);
+    let tools = tarsy_config::offered_tools(&snap.mcp_servers);
     let mut f = Findings::default();
-    let spec = &alert.spec;
-    let chain_names: Vec<String> = snap
-        .chains
-        .iter()
-        .filter_map(|ch| ch.metadata.name.clone())
-        .collect();
-    match &spec.chain_ref {
-        Some(chain) => {
-            if !chain_names.contains(chain) {
-                f.errors.push(format!(
-                    "spec.chainRef: Chain {chain:?} not found in namespace {:?} (existing: {})",
-                    snap.namespace,
-                    listing(chain_names.iter())
-                ));
-            }
-        }
-        None => {
-            let owners: Vec<&str> = snap
-                .chains
-                .iter()
-                .filter(|ch| ch.spec.alert_types.contains(&spec.alert_type))
-                .filter_map(|ch| ch.metadata.name.as_deref())
-                .collect();
-            match owners.len() {
-                1 => {}
-                0 => {
-                    let known: BTreeSet<String> = snap
-                        .chains
-                        .iter()
-                        .flat_map(|ch| ch.spec.alert_types.iter().cloned())
-                        .collect();
-                    f.errors.push(format!(
-                        "spec.alertType: no Chain in namespace {:?} handles alert type {:?} (known alert types: {}); add it to a Chain's alertTypes or set spec.chainRef",
-                        snap.namespace,
-                        spec.alert_type,
-                        listing(known.iter())
-                    ));
-                }
-                _ => f.errors.push(format!(
-                    "spec.alertType: alert type {:?} is claimed by several Chains ({}); set spec.chainRef",
-                    spec.alert_type,
-                    owners.join(", ")
-                )),
-            }
-        }
-    }
-    if let Some(selection) = &spec.mcp_selection {
-        let existing: BTreeSet<String> = snap
-            .mcp_servers
-            .iter()
-            .filter_map(|m| m.metadata.name.clone())
-            .collect();
-        for (i, s) in selection.servers.iter().enumerate() {
-            if existing.contains(&s.name) || builtins.mcp_servers.contains(&s.name) {
-                continue;
-            }
-            f.errors.push(format!(
-                "spec.mcpSelection.servers[{i}].name: MCPServer {:?} not found in namespace {:?} (existing: {}; built-in: {})",
-                s.name,
-                snap.namespace,
-                listing(existing.iter()),
-                listing(builtins.mcp_servers.iter())
-            ));
-        }
-    }
-    if spec.data.trim().is_empty() {
-        f.warnings.push(
-            "spec.data is empty: the agents get nothing but the alert type to work with".into(),
-        );
+    if let Err(e) = config.check_alert(&submission_of(alert, ""), &tools) {
+        f.errors.push(e.to_string());
     }
     f
 }

@@ -147,10 +147,7 @@ pub async fn review_request(
     let kind = request.kind.kind.as_str();
     let cfg = &state.config;
     let reader = &state.reader;
-    let mut snap = Snapshot {
-        namespace: namespace.clone(),
-        ..Snapshot::default()
-    };
+    let mut snap = Snapshot::default();
     if kind == "Alert" {
         // Only creation is checked: the spec is immutable apart from
         // `cancel`, and cancelling (or annotating) an Alert must work even
@@ -166,7 +163,7 @@ pub async fn review_request(
         if alert.spec.mcp_selection.is_some() {
             snap.mcp_servers = reader.mcp_servers(&namespace).await?;
         }
-        let findings = checks::check_alert(&alert, &snap, &cfg.builtins);
+        let findings = checks::check_alert(&alert, &snap, &cfg.defaults);
         return Ok(respond(allowed, kind, &namespace, &name, findings));
     }
     if !matches!(kind, "Chain" | "Agent" | "MCPServer" | "LLMProvider") {

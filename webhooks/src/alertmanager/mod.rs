@@ -13,6 +13,10 @@
 //!   `alertmanager` + fingerprint;
 //! - **resolved** alerts annotate their Alerts with
 //!   `tarsy.dev/resolved-at` and, if configured, set `spec.cancel: true`;
+//! - before creating an Alert, the rule set every entry point applies
+//!   (`tarsy_config::Config::check_alert`; chain resolution only with
+//!   [`BridgeConfig::require_chain`]): a refused alert is reported with the
+//!   message the REST API and the admission webhook give;
 //! - bearer-token auth (401), body and alert-count limits (413), precise 400s
 //!   for malformed payloads;
 //! - 200 with a per-alert report; 503 when the Kubernetes API failed for some
@@ -34,7 +38,10 @@ use axum::routing::post;
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures::StreamExt;
 use serde::Serialize;
-use tarsy_crds::{AlertSource, AlertSpec, MAX_ALERT_DATA_BYTES};
+use tarsy_config::{Config, Defaults, check_runbook_url};
+use tarsy_core::{InvalidAlert, NoToolCatalog};
+use tarsy_crds::contract::submission_of_spec;
+use tarsy_crds::{AlertSource, AlertSpec};
 use tokio::sync::OnceCell;
 
 use crate::auth::BridgeAuth;
@@ -64,9 +71,9 @@ pub struct BridgeConfig {
     /// Set `spec.cancel: true` on a still-running Alert when Alertmanager
     /// reports it resolved (default false: the investigation completes).
     pub cancel_on_resolve: bool,
-    /// Reject alerts whose type no Chain in the namespace claims (needs a
-    /// [`ResourceReader`]; default false: the operator marks such Alerts
-    /// Failed, and the admission webhook may deny them).
+    /// Refuse alerts that do not resolve to exactly one Chain of the
+    /// namespace (needs a [`ResourceReader`]; default false: the operator
+    /// marks such Alerts Failed, and the admission webhook may deny them).
     pub require_chain: bool,
     /// Largest accepted body, in bytes (default 4 MiB) → 413.
     pub max_body_bytes: usize,
@@ -145,7 +152,8 @@ impl BridgeState {
         }
     }
 
-    /// Adds the reader used by [`BridgeConfig::require_chain`].
+    /// Adds the reader of the namespace's Chains, used with
+    /// [`BridgeConfig::require_chain`].
     pub fn with_resources(mut self, resources: Arc<dyn ResourceReader>) -> Self {
         self.resources = Some(resources);
         self
@@ -318,11 +326,11 @@ pub async fn process(state: &BridgeState, payload: &WebhookPayload) -> Report {
             "Alertmanager truncated this notification (max_alerts); the left-out alerts were not seen"
         );
     }
-    let chains = OnceCell::new();
+    let config = OnceCell::new();
     let ctx = Ctx {
         state,
         payload,
-        chains: &chains,
+        config: &config,
     };
     // Futures collected first: a stream mapping borrowed alerts through a
     // closure trips a higher-ranked lifetime limitation of async fns.
@@ -369,7 +377,8 @@ pub async fn process(state: &BridgeState, payload: &WebhookPayload) -> Report {
 struct Ctx<'a> {
     state: &'a BridgeState,
     payload: &'a WebhookPayload,
-    chains: &'a OnceCell<Result<BTreeSet<String>, ReadError>>,
+    /// The namespace's Chains, read once per notification (`require_chain`).
+    config: &'a OnceCell<Result<Config, ReadError>>,
 }
 
 impl Ctx<'_> {
@@ -421,27 +430,14 @@ impl Ctx<'_> {
                 result,
                 alert,
                 format!(
-                    "label `{}` is missing or empty and no default alert type is configured",
+                    "{} (label `{}` is missing or empty and no default alert type is configured)",
+                    InvalidAlert::EmptyAlertType,
                     cfg.alert_type_label
                 ),
             );
             return Ok(());
         };
         result.alert_type = Some(alert_type.clone());
-        if alert_type.chars().count() > 253 {
-            refuse(
-                result,
-                alert,
-                "alert type is longer than 253 characters".into(),
-            );
-            return Ok(());
-        }
-        if cfg.require_chain
-            && let Some(message) = self.unclaimed(&alert_type).await?
-        {
-            refuse(result, alert, message);
-            return Ok(());
-        }
         let mut warnings = Vec::new();
         let spec = match build_spec(cfg, self.payload, alert, &alert_type, &mut warnings) {
             Ok(spec) => spec,
@@ -450,6 +446,10 @@ impl Ctx<'_> {
                 return Ok(());
             }
         };
+        if let Some(invalid) = self.invalid(&spec).await? {
+            refuse(result, alert, invalid.to_string());
+            return Ok(());
+        }
 
         let base = format!("am-{token}");
         let starts_at = rfc3339(alert.starts_at);
@@ -532,28 +532,28 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// `Some(reason)` when no Chain claims `alert_type`.
-    async fn unclaimed(&self, alert_type: &str) -> Result<Option<String>, SinkError> {
-        let Some(reader) = &self.state.resources else {
-            return Ok(None);
+    /// The rule of a valid alert `spec` breaks, if any: the rule set every
+    /// entry point applies (the admission webhook would deny the Alert with
+    /// the same message). Chain resolution needs the namespace's Chains, so
+    /// it is checked only with [`BridgeConfig::require_chain`]; otherwise
+    /// such an Alert is created and fails with a condition (or is denied).
+    async fn invalid(&self, spec: &AlertSpec) -> Result<Option<InvalidAlert>, SinkError> {
+        let submission = submission_of_spec(spec, "");
+        let reader = match &self.state.resources {
+            Some(reader) if self.state.config.require_chain => reader,
+            _ => return Ok(tarsy_config::check_alert_fields(&submission).err()),
         };
         let ns = &self.state.config.namespace;
-        let claimed = self
-            .chains
+        let config = self
+            .config
             .get_or_init(|| async {
                 reader.chains(ns).await.map(|chains| {
-                    chains
-                        .into_iter()
-                        .flat_map(|c| c.spec.alert_types)
-                        .collect::<BTreeSet<_>>()
+                    Config::from_resources(Defaults::default(), &chains, &[], &[], &[])
                 })
             })
             .await;
-        match claimed {
-            Ok(types) if types.contains(alert_type) => Ok(None),
-            Ok(_) => Ok(Some(format!(
-                "no Chain in namespace {ns:?} lists alert type {alert_type:?} in its alertTypes"
-            ))),
+        match config {
+            Ok(config) => Ok(config.check_alert(&submission, &NoToolCatalog).err()),
             Err(e) => Err(SinkError::Unavailable {
                 message: e.to_string(),
             }),
@@ -641,8 +641,8 @@ struct AmContext<'a> {
     group_key: &'a str,
 }
 
-/// Builds the Alert spec; `Err` is a rejection message. Soft problems go to
-/// `warnings`.
+/// Builds the Alert spec (checked by [`Ctx::invalid`] afterwards); `Err` is
+/// a rejection message. Soft problems go to `warnings`.
 fn build_spec(
     cfg: &BridgeConfig,
     payload: &WebhookPayload,
@@ -665,27 +665,22 @@ fn build_spec(
         },
     };
     let data = serde_yaml::to_string(&doc).map_err(|e| format!("cannot render alert data: {e}"))?;
-    if data.len() > MAX_ALERT_DATA_BYTES {
-        return Err(format!(
-            "alert data is {} bytes; Alert.spec.data holds at most {MAX_ALERT_DATA_BYTES}",
-            data.len()
-        ));
-    }
+    // A bad runbook annotation costs the alert its runbook, not its
+    // investigation: dropped, with the rule's message as a warning.
     let runbook_url = alert
         .annotations
         .get(&cfg.runbook_annotation)
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
-        .and_then(|url| {
-            let ok = (url.starts_with("https://") || url.starts_with("http://"))
-                && url.len() <= 2048;
-            if !ok {
+        .and_then(|url| match check_runbook_url(url) {
+            Ok(()) => Some(url.to_string()),
+            Err(e) => {
                 warnings.push(format!(
-                    "annotation `{}` is not an http(s) URL of at most 2048 characters; runbook ignored",
+                    "{e}; annotation `{}` ignored",
                     cfg.runbook_annotation
                 ));
+                None
             }
-            ok.then(|| url.to_string())
         });
     let fingerprint = alert.fingerprint.trim();
     Ok(AlertSpec {

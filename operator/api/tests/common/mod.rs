@@ -4,7 +4,6 @@
 
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -17,7 +16,8 @@ use tarsy_api::{
     AlertAccepted, Api, ApiConfig, CancelError, CancelOutcome, ChatAccepted, ChatError,
     ChatSubmission, NewAlert, SessionControl, SubmitError,
 };
-use tarsy_core::{ExecutionStatus, SessionStatus};
+use tarsy_config::{Config, Defaults, Named, Origin, chat_enabled};
+use tarsy_core::{ExecutionStatus, NoToolCatalog, SessionStatus};
 use tarsy_events::{EventHub, StorePublisher};
 use tarsy_store::testing::{TempSqlite, TestDatabase};
 use tarsy_store::{ConnectOptions, NewSession, NewStage, Store};
@@ -125,30 +125,43 @@ macro_rules! on_both_backends {
 /// A `SessionControl` for tests that writes straight to the store. The real
 /// implementations are the local-mode driver (in process) and the operator
 /// (cluster mode, through `Alert` resources); this one only creates the
-/// records they would, so the API can be tested on its own.
+/// records they would, so the API can be tested on its own. Like them, it
+/// checks alerts with the one rule set (`Config::check_alert`).
 pub struct FakeControl {
     store: Store,
     publisher: Arc<dyn tarsy_core::EventPublisher>,
-    /// alert type → chain.
-    pub alert_types: BTreeMap<String, String>,
-    /// Chains with chat disabled.
-    pub chat_disabled: BTreeSet<String>,
-    /// Known MCP servers.
-    pub mcp_servers: BTreeSet<String>,
+    /// Chains `k8s-chain` (PodCrashLooping), `latency-chain` (HighLatency),
+    /// `quiet-chain` (NoChat, chat disabled); MCP servers `kubernetes` and
+    /// `prometheus` besides the built-in ones.
+    pub config: Config,
 }
 
 impl FakeControl {
     pub fn new(store: Store, publisher: Arc<dyn tarsy_core::EventPublisher>) -> Self {
+        let mut config = Config::builtin(Defaults::default());
+        for (name, alert_type, chat) in [
+            ("k8s-chain", "PodCrashLooping", true),
+            ("latency-chain", "HighLatency", true),
+            ("quiet-chain", "NoChat", false),
+        ] {
+            let spec = serde_json::from_value(json!({
+                "alertTypes": [alert_type],
+                "stages": [{"name": "investigate", "agent": "KubernetesAgent"}],
+                "chat": {"enabled": chat},
+            }))
+            .expect("a chain spec");
+            config.insert_chain(Named::new(name, spec, Origin::Builtin));
+        }
+        for name in ["kubernetes", "prometheus"] {
+            let spec =
+                serde_json::from_value(json!({"url": format!("https://{name}.example/mcp")}))
+                    .expect("an MCP server spec");
+            config.insert_mcp_server(Named::new(name, spec, Origin::Builtin));
+        }
         Self {
             store,
             publisher,
-            alert_types: BTreeMap::from([
-                ("PodCrashLooping".to_string(), "k8s-chain".to_string()),
-                ("HighLatency".to_string(), "latency-chain".to_string()),
-                ("NoChat".to_string(), "quiet-chain".to_string()),
-            ]),
-            chat_disabled: BTreeSet::from(["quiet-chain".to_string()]),
-            mcp_servers: BTreeSet::from(["kubernetes".to_string(), "prometheus".to_string()]),
+            config,
         }
     }
 }
@@ -156,22 +169,11 @@ impl FakeControl {
 #[async_trait]
 impl SessionControl for FakeControl {
     async fn submit_alert(&self, alert: NewAlert) -> Result<AlertAccepted, SubmitError> {
-        let chain_id = match &alert.chain {
-            Some(chain) if self.alert_types.values().any(|c| c == chain) => chain.clone(),
-            Some(chain) => return Err(SubmitError::UnknownChain(chain.clone())),
-            None => self
-                .alert_types
-                .get(&alert.alert_type)
-                .cloned()
-                .ok_or_else(|| SubmitError::UnknownAlertType(alert.alert_type.clone()))?,
-        };
-        if let Some(selection) = &alert.mcp_selection {
-            for server in &selection.servers {
-                if !self.mcp_servers.contains(&server.name) {
-                    return Err(SubmitError::UnknownMcpServer(server.name.clone()));
-                }
-            }
-        }
+        let chain_id = self
+            .config
+            .check_alert(&alert, &NoToolCatalog)?
+            .name
+            .clone();
         let id = uuid::Uuid::new_v4().to_string();
         self.store
             .create_session(NewSession {
@@ -247,7 +249,11 @@ impl SessionControl for FakeControl {
             .get_session(&submission.session_id)
             .await
             .map_err(internal)?;
-        if self.chat_disabled.contains(&session.chain_id) {
+        if self
+            .config
+            .chain(&session.chain_id)
+            .is_some_and(|c| !chat_enabled(&c.spec))
+        {
             return Err(ChatError::Disabled(session.chain_id));
         }
         let chat = self
