@@ -260,7 +260,14 @@ impl LocalApp {
                 ..ConnectOptions::default()
             },
         )
-        .await?;
+        .await
+        .map_err(|e| {
+            if e.is_disk_full() {
+                SessionError::DiskFull(e)
+            } else {
+                e.into()
+            }
+        })?;
         let store = opened.patient(options.settings.store_patience);
         let api_store = opened.fail_fast(tarsy_store::FAIL_FAST_LIMIT);
         let config = Arc::new(options.config);

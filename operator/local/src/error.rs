@@ -11,6 +11,9 @@ pub enum SessionError {
     /// A storage call failed.
     #[error(transparent)]
     Store(#[from] tarsy_store::StoreError),
+    /// The database cannot be opened because its disk is full.
+    #[error("cannot open the database: its disk is full; free some space and start again ({0})")]
+    DiskFull(tarsy_store::StoreError),
     /// A step of the execution layer failed.
     #[error(transparent)]
     Exec(#[from] tarsy_exec::ExecError),

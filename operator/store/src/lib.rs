@@ -53,7 +53,6 @@ pub use model::{
     Session, SessionFilter, SessionOutcome, SessionPage, SessionSort, SessionSortKey,
     SessionSummary, SessionTrace, Stage, StoredEvent, TraceExecution, TraceStage,
 };
-pub use stages::{StageAggregate, aggregate_stage_status};
 pub use warnings::StoredWarning;
 
 use db::{Db, Pool};

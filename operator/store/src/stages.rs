@@ -1,103 +1,15 @@
-//! Stages and agent executions, and the stage status derived from its
-//! executions by success policy.
+//! Stages and agent executions. A stage's outcome is decided by the chain
+//! state machine (`tarsy_chain::aggregate_stage`) and stored as given.
 
-use serde::{Deserialize, Serialize};
-use tarsy_core::{ExecutionStatus, StageKind, SuccessPolicy};
+use tarsy_core::{ExecutionStatus, StageKind};
 
 use crate::Store;
-use crate::db::{BackendKind, Sql, new_id, now};
+use crate::db::{Sql, new_id, now};
 use crate::error::{Result, StoreError, classify_insert, is_foreign_key_violation};
 use crate::model::{AgentExecution, NewAgentExecution, NewStage, Stage};
 
 const STAGE: &str = "stage";
 const EXECUTION: &str = "agent execution";
-
-/// What a stage's executions say about the stage.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum StageAggregate {
-    /// No execution has started yet.
-    Pending,
-    /// Some execution is running or still to come.
-    Active,
-    /// Every expected execution is terminal: the stage's final status and,
-    /// unless it completed, why.
-    Finished {
-        /// Completed, failed, timed_out or cancelled.
-        status: ExecutionStatus,
-        /// What went wrong, naming the executions that did not complete.
-        error: Option<String>,
-    },
-}
-
-/// Derives a stage's status from its executions (used by
-/// `Store::refresh_stage_status`; the sessions' stage outcomes are decided
-/// by the chain state machine, `tarsy_chain::aggregate_stage`):
-///
-/// * while fewer than `expected` executions exist, or any is pending/active,
-///   the stage is pending (nothing started) or active;
-/// * policy `all`: completed when every execution completed;
-///   policy `any` (also when no policy is set): completed when one did;
-/// * otherwise timed_out if all timed out, cancelled if all were cancelled,
-///   else failed.
-///
-/// `executions` holds (display name, status, error message) per execution.
-pub fn aggregate_stage_status(
-    policy: Option<SuccessPolicy>,
-    expected: i64,
-    executions: &[(&str, ExecutionStatus, Option<&str>)],
-) -> StageAggregate {
-    let started = executions
-        .iter()
-        .any(|(_, s, _)| *s != ExecutionStatus::Pending);
-    let unfinished = executions.iter().any(|(_, s, _)| !s.is_terminal())
-        || (executions.len() as i64) < expected
-        || executions.is_empty();
-    if unfinished {
-        return if started {
-            StageAggregate::Active
-        } else {
-            StageAggregate::Pending
-        };
-    }
-    let completed = |s: &ExecutionStatus| *s == ExecutionStatus::Completed;
-    let success = match policy.unwrap_or_default() {
-        SuccessPolicy::All => executions.iter().all(|(_, s, _)| completed(s)),
-        SuccessPolicy::Any => executions.iter().any(|(_, s, _)| completed(s)),
-    };
-    if success {
-        return StageAggregate::Finished {
-            status: ExecutionStatus::Completed,
-            error: None,
-        };
-    }
-    let all = |want: ExecutionStatus| executions.iter().all(|(_, s, _)| *s == want);
-    let status = if all(ExecutionStatus::TimedOut) {
-        ExecutionStatus::TimedOut
-    } else if all(ExecutionStatus::Cancelled) {
-        ExecutionStatus::Cancelled
-    } else {
-        ExecutionStatus::Failed
-    };
-    let error = if let [(name, s, err)] = executions {
-        Some(err.map_or_else(|| format!("agent {name} {s}"), str::to_string))
-    } else {
-        let failed: Vec<String> = executions
-            .iter()
-            .filter(|(_, s, _)| !completed(s))
-            .map(|(name, s, err)| match err {
-                Some(e) => format!("{name} ({s}: {e})"),
-                None => format!("{name} ({s})"),
-            })
-            .collect();
-        Some(format!(
-            "{} of {} agents did not complete: {}",
-            failed.len(),
-            executions.len(),
-            failed.join("; ")
-        ))
-    };
-    StageAggregate::Finished { status, error }
-}
 
 impl Store {
     /// Creates a pending stage. With an explicit id that already exists, the
@@ -240,69 +152,6 @@ impl Store {
                     tarsy_telemetry::global().stage_finished(status.as_str(), took);
                 }
             })
-    }
-
-    /// Re-derives the stage's status from its executions (see
-    /// [`aggregate_stage_status`]) and stores it. Runs in one transaction
-    /// holding the stage's row lock, so concurrent finishers cannot overwrite
-    /// a later verdict with an earlier one.
-    pub async fn refresh_stage_status(&self, id: &str) -> Result<Stage> {
-        self.db
-            .run("refresh stage", || async {
-            let mut tx = self.db.begin().await?;
-            let lock = match tx.kind() {
-                BackendKind::Postgres => " FOR UPDATE",
-                BackendKind::Sqlite => "",
-            };
-            let stage: Stage = match tx
-                .fetch_optional(
-                    Sql::dynamic(format!("SELECT * FROM stages WHERE id = $1{lock}")).bind(id),
-                )
-                .await?
-            {
-                Some(s) => s,
-                None => {
-                    tx.rollback().await?;
-                    return Err(StoreError::not_found(STAGE, id));
-                }
-            };
-            let executions: Vec<AgentExecution> = tx
-                .fetch_all(
-                    Sql::new("SELECT * FROM agent_executions WHERE stage_id = $1 ORDER BY agent_index")
-                        .bind(id),
-                )
-                .await?;
-            let view: Vec<(&str, ExecutionStatus, Option<&str>)> = executions
-                .iter()
-                .map(|e| (e.agent_name.as_str(), e.status, e.error_message.as_deref()))
-                .collect();
-            let verdict =
-                aggregate_stage_status(stage.success_policy, stage.expected_agent_count, &view);
-            let at = now();
-            let (status, error, completed) = match verdict {
-                StageAggregate::Pending => (ExecutionStatus::Pending, None, None),
-                StageAggregate::Active => (ExecutionStatus::Active, None, None),
-                StageAggregate::Finished { status, error } => (status, error, Some(at)),
-            };
-            let started = (status != ExecutionStatus::Pending).then_some(at);
-            let updated: Option<Stage> = tx
-                .fetch_optional(
-                    Sql::new(
-                        "UPDATE stages SET status = $2, error_message = $3, \
-                         started_at = COALESCE(started_at, $4), completed_at = $5 \
-                         WHERE id = $1 RETURNING *",
-                    )
-                    .bind(id)
-                    .bind(status.as_str())
-                    .bind(error)
-                    .bind(started)
-                    .bind(completed),
-                )
-                .await?;
-            tx.commit().await?;
-            updated.ok_or_else(|| StoreError::not_found(STAGE, id))
-            })
-            .await
     }
 
     /// The chat's stage that is still pending or running, if any (one
@@ -451,102 +300,5 @@ impl Store {
             self.require_session(session_id).await?;
         }
         Ok(list)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ExecutionStatus::*;
-
-    fn run(policy: Option<SuccessPolicy>, statuses: &[ExecutionStatus]) -> StageAggregate {
-        let names = ["a", "b", "c"];
-        let view: Vec<_> = statuses
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (names[i], *s, None))
-            .collect();
-        aggregate_stage_status(policy, statuses.len() as i64, &view)
-    }
-
-    fn status(a: StageAggregate) -> Option<ExecutionStatus> {
-        match a {
-            StageAggregate::Finished { status, .. } => Some(status),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn unfinished_stages_are_pending_or_active() {
-        assert_eq!(run(None, &[Pending, Pending]), StageAggregate::Pending);
-        assert_eq!(run(None, &[Active, Pending]), StageAggregate::Active);
-        assert_eq!(run(None, &[Completed, Pending]), StageAggregate::Active);
-        assert_eq!(
-            aggregate_stage_status(None, 1, &[]),
-            StageAggregate::Pending
-        );
-        // Two expected, one present and finished: still waiting for the other.
-        assert_eq!(
-            aggregate_stage_status(None, 2, &[("a", Completed, None)]),
-            StageAggregate::Active
-        );
-    }
-
-    #[test]
-    fn single_failure_reports_its_own_error() {
-        let a = aggregate_stage_status(None, 1, &[("a", Failed, Some("boom"))]);
-        assert_eq!(
-            a,
-            StageAggregate::Finished {
-                status: Failed,
-                error: Some("boom".into())
-            }
-        );
-    }
-
-    #[test]
-    fn multi_failure_lists_each_agent() {
-        let a = aggregate_stage_status(
-            Some(SuccessPolicy::All),
-            2,
-            &[("a", Completed, None), ("b", TimedOut, Some("slow"))],
-        );
-        let StageAggregate::Finished { status, error } = a else {
-            panic!("not finished")
-        };
-        assert_eq!(status, Failed);
-        assert_eq!(
-            error.as_deref(),
-            Some("1 of 2 agents did not complete: b (timed_out: slow)")
-        );
-    }
-
-    #[test]
-    fn policy_table() {
-        // (policy, statuses, expected final status)
-        let all = Some(SuccessPolicy::All);
-        let any = Some(SuccessPolicy::Any);
-        let table: &[(Option<SuccessPolicy>, &[ExecutionStatus], ExecutionStatus)] = &[
-            (all, &[Completed, Completed], Completed),
-            (all, &[Completed, Failed], Failed),
-            (all, &[TimedOut, TimedOut], TimedOut),
-            (all, &[Cancelled, Cancelled], Cancelled),
-            (all, &[TimedOut, Cancelled], Failed),
-            (any, &[Completed, Failed], Completed),
-            (any, &[Failed, Failed], Failed),
-            (any, &[TimedOut, TimedOut], TimedOut),
-            (any, &[Cancelled, Cancelled, Cancelled], Cancelled),
-            (any, &[Failed, TimedOut], Failed),
-            (None, &[Completed, Failed, TimedOut], Completed),
-            (None, &[Failed, Cancelled], Failed),
-            (None, &[Completed], Completed),
-        ];
-        for (policy, statuses, want) in table {
-            assert_eq!(
-                status(run(*policy, statuses)),
-                Some(*want),
-                "{policy:?} {statuses:?}"
-            );
-        }
     }
 }

@@ -20,8 +20,6 @@ use common::{execution, scope, seeded, session, stage, streaming_event};
 
 on_both_backends!(
     session_lifecycle,
-    success_policy_aggregation,
-    stage_progress_before_all_finish,
     stream_append_ordering,
     metadata_merge_on_completion,
     events_catch_up_since_id,
@@ -138,10 +136,6 @@ async fn session_lifecycle(store: Store) {
         .await
         .unwrap();
     assert!(e1.started_at.is_some() && e1.completed_at.is_none());
-    assert_eq!(
-        store.refresh_stage_status(&st.id).await.unwrap().status,
-        ExecutionStatus::Active
-    );
 
     // The engine writes through the recorder trait.
     let recorder: &dyn ExecutionRecorder = &store;
@@ -261,7 +255,8 @@ async fn session_lifecycle(store: Store) {
         .await
         .unwrap();
 
-    // The other replica fails; policy any keeps the stage completed.
+    // The other replica fails; the stage's outcome is recorded as decided
+    // (the chain state machine's rule, tarsy_chain::aggregate_stage).
     store
         .update_agent_execution_status(&e1.id, ExecutionStatus::Completed, None)
         .await
@@ -272,7 +267,10 @@ async fn session_lifecycle(store: Store) {
         .unwrap();
     assert_eq!(e2.error_message.as_deref(), Some("LLM unavailable"));
     assert!(e2.completed_at.is_some());
-    let done = store.refresh_stage_status(&st.id).await.unwrap();
+    let done = store
+        .update_stage_status(&st.id, ExecutionStatus::Completed, None)
+        .await
+        .unwrap();
     assert_eq!(done.status, ExecutionStatus::Completed);
     assert!(done.completed_at.is_some() && done.started_at.is_some());
 
@@ -372,138 +370,6 @@ async fn session_lifecycle(store: Store) {
     let again = store.create_session(session("alert-1")).await.unwrap();
     assert!(!again.created);
     assert_eq!(again.record, finished);
-}
-
-/// Stage status from executions, by policy, for every mix in the table.
-async fn success_policy_aggregation(store: Store) {
-    use ExecutionStatus::*;
-    store.create_session(session("agg")).await.unwrap();
-    let all = Some(SuccessPolicy::All);
-    let any = Some(SuccessPolicy::Any);
-    let table: &[(Option<SuccessPolicy>, &[ExecutionStatus], ExecutionStatus)] = &[
-        (all, &[Completed, Completed, Completed], Completed),
-        (all, &[Completed, Failed, Completed], Failed),
-        (all, &[Completed, TimedOut], Failed),
-        (all, &[TimedOut, TimedOut], TimedOut),
-        (all, &[Cancelled, Cancelled], Cancelled),
-        (all, &[Failed, Failed], Failed),
-        (any, &[Failed, Completed, Failed], Completed),
-        (any, &[Failed, Failed], Failed),
-        (any, &[TimedOut, TimedOut], TimedOut),
-        (any, &[Cancelled, Cancelled], Cancelled),
-        (any, &[TimedOut, Cancelled], Failed),
-        (None, &[Failed, Completed], Completed),
-        (None, &[Failed, TimedOut], Failed),
-        (None, &[TimedOut], TimedOut),
-        (None, &[Completed], Completed),
-    ];
-    for (i, (policy, statuses, want)) in table.iter().enumerate() {
-        let st = store
-            .create_stage(NewStage {
-                expected_agent_count: statuses.len() as i64,
-                success_policy: *policy,
-                ..stage("agg", i as i64)
-            })
-            .await
-            .unwrap();
-        for (j, status) in statuses.iter().enumerate() {
-            let ex = store
-                .create_agent_execution(execution(
-                    "agg",
-                    &st.id,
-                    &format!("Agent-{}", j + 1),
-                    j as i64 + 1,
-                ))
-                .await
-                .unwrap();
-            let err = (*status != Completed).then(|| format!("reason {}", j + 1));
-            store
-                .update_agent_execution_status(&ex.id, *status, err.as_deref())
-                .await
-                .unwrap();
-        }
-        let got = store.refresh_stage_status(&st.id).await.unwrap();
-        assert_eq!(got.status, *want, "row {i}: {policy:?} {statuses:?}");
-        if *want == Completed {
-            assert_eq!(got.error_message, None, "row {i}");
-        } else if statuses.len() == 1 {
-            assert_eq!(got.error_message.as_deref(), Some("reason 1"), "row {i}");
-        } else {
-            // Every execution that did not complete is named with its status and reason.
-            let msg = got.error_message.unwrap();
-            for (j, status) in statuses.iter().enumerate() {
-                let named = msg.contains(&format!("Agent-{} ({status}: reason {})", j + 1, j + 1));
-                assert_eq!(named, *status != Completed, "row {i}: {msg}");
-            }
-        }
-        assert!(got.completed_at.is_some(), "row {i}");
-    }
-}
-
-/// Until every expected execution is terminal, the stage is pending or active.
-async fn stage_progress_before_all_finish(store: Store) {
-    store.create_session(session("prog")).await.unwrap();
-    let st = store
-        .create_stage(NewStage {
-            expected_agent_count: 2,
-            success_policy: Some(SuccessPolicy::Any),
-            ..stage("prog", 0)
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        store.refresh_stage_status(&st.id).await.unwrap().status,
-        ExecutionStatus::Pending
-    );
-    let a = store
-        .create_agent_execution(execution("prog", &st.id, "A", 1))
-        .await
-        .unwrap();
-    assert_eq!(
-        store.refresh_stage_status(&st.id).await.unwrap().status,
-        ExecutionStatus::Pending
-    );
-    store
-        .update_agent_execution_status(&a.id, ExecutionStatus::Completed, None)
-        .await
-        .unwrap();
-    // The second execution does not exist yet: a completed first one is not enough.
-    let mid = store.refresh_stage_status(&st.id).await.unwrap();
-    assert_eq!(mid.status, ExecutionStatus::Active);
-    assert!(mid.completed_at.is_none());
-    let b = store
-        .create_agent_execution(execution("prog", &st.id, "B", 2))
-        .await
-        .unwrap();
-    store
-        .update_agent_execution_status(&b.id, ExecutionStatus::Failed, Some("x"))
-        .await
-        .unwrap();
-    assert_eq!(
-        store.refresh_stage_status(&st.id).await.unwrap().status,
-        ExecutionStatus::Completed
-    );
-
-    // Direct status updates (cancel) stamp the times too.
-    let c = store.create_stage(stage("prog", 1)).await.unwrap();
-    let c = store
-        .update_stage_status(&c.id, ExecutionStatus::Cancelled, Some("cancelled by user"))
-        .await
-        .unwrap();
-    assert_eq!(c.status, ExecutionStatus::Cancelled);
-    assert_eq!(c.error_message.as_deref(), Some("cancelled by user"));
-    assert!(c.completed_at.is_some());
-    let listed = store.list_stages("prog").await.unwrap();
-    assert_eq!(
-        listed.iter().map(|s| s.stage_index).collect::<Vec<_>>(),
-        vec![0, 1]
-    );
-    assert_eq!(store.list_agent_executions(&st.id).await.unwrap().len(), 2);
-    assert_eq!(
-        store.list_session_executions("prog").await.unwrap().len(),
-        2
-    );
-    assert_eq!(store.max_stage_index("prog").await.unwrap(), Some(1));
 }
 
 /// Appends land in order; concurrent streams do not mix; finished events refuse appends.
@@ -1475,7 +1341,6 @@ async fn unknown_ids_are_not_found(store: Store) {
             .await,
         "stage",
     );
-    assert_not_found(store.refresh_stage_status("x").await, "stage");
     assert_not_found(store.list_agent_executions("x").await, "stage");
     assert_not_found(store.create_stage(stage("x", 0)).await, "session");
     assert_not_found(
