@@ -19,7 +19,7 @@
 //! | [`recording`] | timeline events (create / stream / complete) and their WebSocket payloads |
 //! | [`fallback`] | circuit breakers shared by executions ([`fallback::CircuitBreakers`]) |
 //! | [`retry`] | waiting out an unreachable LLM service ([`retry::ServiceRetry`]) |
-//! | [`memory`] | an in-memory recorder + publisher (tests, benchmarks) |
+//! | `memory` | an in-memory recorder + publisher for tests and benchmarks (feature `testing`) |
 //! | [`react_parser`] | the ReAct parser and the feedback it produces |
 //! | [`prompt`] | prompt building from the text assets in `prompts/` |
 //! | [`context`] | stage, investigation and synthesis context formatting |
@@ -43,6 +43,7 @@ mod execution;
 pub mod fallback;
 mod iteration;
 pub mod llm;
+#[cfg(feature = "testing")]
 pub mod memory;
 pub mod prompt;
 pub mod react_parser;
