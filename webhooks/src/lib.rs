@@ -27,7 +27,11 @@ pub use admission::{AdmissionConfig, AdmissionState, ReferencePolicy};
 pub use alertmanager::{BridgeConfig, BridgeState, router};
 pub use auth::{BridgeAuth, load_token};
 pub use builtins::Builtins;
-pub use resources::{InMemoryResources, KubeResources, ResourceReader};
+#[cfg(feature = "testing")]
+pub use resources::InMemoryResources;
+pub use resources::{KubeResources, ResourceReader};
 pub use server::{ServeConfig, app, serve};
-pub use sink::{AlertSink, InMemoryAlertSink, KubeAlertSink};
+#[cfg(feature = "testing")]
+pub use sink::InMemoryAlertSink;
+pub use sink::{AlertSink, KubeAlertSink};
 pub use tls::TlsFiles;

@@ -4,10 +4,10 @@
 //!
 //! [`KubeResources`] serves reads from watch caches (reflectors), so that an
 //! Alert admission at Alertmanager rates costs no API request.
-//! [`InMemoryResources`] is the same contract for tests.
+//! With the `testing` feature, `InMemoryResources` is the same contract for
+//! tests.
 
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -51,128 +51,143 @@ pub trait ResourceReader: Send + Sync + 'static {
     async fn llm_providers(&self, namespace: &str) -> Result<Vec<LLMProvider>, ReadError>;
 }
 
-/// One object of any kind [`InMemoryResources`] holds.
-#[derive(Debug, Clone)]
-// Only ever a short-lived argument of `insert`; boxing would buy nothing.
-#[allow(clippy::large_enum_variant)]
-pub enum AnyResource {
-    /// A Chain.
-    Chain(Chain),
-    /// An Agent.
-    Agent(Agent),
-    /// An MCPServer.
-    McpServer(MCPServer),
-    /// An LLMProvider.
-    LlmProvider(LLMProvider),
-}
+#[cfg(feature = "testing")]
+pub use in_memory::{AnyResource, InMemoryResources};
 
-impl From<Chain> for AnyResource {
-    fn from(v: Chain) -> Self {
-        Self::Chain(v)
-    }
-}
-impl From<Agent> for AnyResource {
-    fn from(v: Agent) -> Self {
-        Self::Agent(v)
-    }
-}
-impl From<MCPServer> for AnyResource {
-    fn from(v: MCPServer) -> Self {
-        Self::McpServer(v)
-    }
-}
-impl From<LLMProvider> for AnyResource {
-    fn from(v: LLMProvider) -> Self {
-        Self::LlmProvider(v)
-    }
-}
+/// The in-memory reader (feature `testing`: tests and benchmarks only).
+#[cfg(feature = "testing")]
+mod in_memory {
+    use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-#[derive(Default)]
-struct Objects {
-    chains: Vec<Chain>,
-    agents: Vec<Agent>,
-    mcp_servers: Vec<MCPServer>,
-    llm_providers: Vec<LLMProvider>,
-    unavailable: bool,
-}
+    use async_trait::async_trait;
+    use kube::Resource;
+    use tarsy_crds::{Agent, Chain, LLMProvider, MCPServer};
 
-/// In-memory [`ResourceReader`] for tests and local tools. Objects are keyed
-/// by namespace and name; inserting an existing key replaces it.
-#[derive(Default, Clone)]
-pub struct InMemoryResources {
-    inner: Arc<Mutex<Objects>>,
-}
+    use super::{ReadError, ResourceReader};
 
-fn upsert<K: Resource>(list: &mut Vec<K>, obj: K) {
-    let key = (obj.meta().namespace.clone(), obj.meta().name.clone());
-    list.retain(|o| (o.meta().namespace.clone(), o.meta().name.clone()) != key);
-    list.push(obj);
-}
-
-fn in_namespace<K: Resource + Clone>(list: &[K], namespace: &str) -> Vec<K> {
-    list.iter()
-        .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
-        .cloned()
-        .collect()
-}
-
-impl InMemoryResources {
-    /// An empty set.
-    pub fn new() -> Self {
-        Self::default()
+    /// One object of any kind [`InMemoryResources`] holds.
+    #[derive(Debug, Clone)]
+    // Only ever a short-lived argument of `insert`; boxing would buy nothing.
+    #[allow(clippy::large_enum_variant)]
+    pub enum AnyResource {
+        /// A Chain.
+        Chain(Chain),
+        /// An Agent.
+        Agent(Agent),
+        /// An MCPServer.
+        McpServer(MCPServer),
+        /// An LLMProvider.
+        LlmProvider(LLMProvider),
     }
 
-    fn lock(&self) -> MutexGuard<'_, Objects> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    impl From<Chain> for AnyResource {
+        fn from(v: Chain) -> Self {
+            Self::Chain(v)
+        }
     }
-
-    /// Adds or replaces an object (its `metadata.namespace` must be set to be found).
-    pub fn insert(&self, obj: impl Into<AnyResource>) {
-        let mut g = self.lock();
-        match obj.into() {
-            AnyResource::Chain(o) => upsert(&mut g.chains, o),
-            AnyResource::Agent(o) => upsert(&mut g.agents, o),
-            AnyResource::McpServer(o) => upsert(&mut g.mcp_servers, o),
-            AnyResource::LlmProvider(o) => upsert(&mut g.llm_providers, o),
+    impl From<Agent> for AnyResource {
+        fn from(v: Agent) -> Self {
+            Self::Agent(v)
+        }
+    }
+    impl From<MCPServer> for AnyResource {
+        fn from(v: MCPServer) -> Self {
+            Self::McpServer(v)
+        }
+    }
+    impl From<LLMProvider> for AnyResource {
+        fn from(v: LLMProvider) -> Self {
+            Self::LlmProvider(v)
         }
     }
 
-    /// Makes every read fail (simulates an unreachable API server).
-    pub fn set_unavailable(&self, unavailable: bool) {
-        self.lock().unavailable = unavailable;
+    #[derive(Default)]
+    struct Objects {
+        chains: Vec<Chain>,
+        agents: Vec<Agent>,
+        mcp_servers: Vec<MCPServer>,
+        llm_providers: Vec<LLMProvider>,
+        unavailable: bool,
     }
 
-    fn check(&self, kind: &'static str) -> Result<MutexGuard<'_, Objects>, ReadError> {
-        let g = self.lock();
-        if g.unavailable {
-            return Err(ReadError::Unavailable {
-                kind,
-                message: "simulated outage".into(),
-            });
+    /// In-memory [`ResourceReader`] for tests. Objects are keyed
+    /// by namespace and name; inserting an existing key replaces it.
+    #[derive(Default, Clone)]
+    pub struct InMemoryResources {
+        inner: Arc<Mutex<Objects>>,
+    }
+
+    fn upsert<K: Resource>(list: &mut Vec<K>, obj: K) {
+        let key = (obj.meta().namespace.clone(), obj.meta().name.clone());
+        list.retain(|o| (o.meta().namespace.clone(), o.meta().name.clone()) != key);
+        list.push(obj);
+    }
+
+    fn in_namespace<K: Resource + Clone>(list: &[K], namespace: &str) -> Vec<K> {
+        list.iter()
+            .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+            .cloned()
+            .collect()
+    }
+
+    impl InMemoryResources {
+        /// An empty set.
+        pub fn new() -> Self {
+            Self::default()
         }
-        Ok(g)
-    }
-}
 
-#[async_trait]
-impl ResourceReader for InMemoryResources {
-    async fn chains(&self, namespace: &str) -> Result<Vec<Chain>, ReadError> {
-        Ok(in_namespace(&self.check("Chain")?.chains, namespace))
+        fn lock(&self) -> MutexGuard<'_, Objects> {
+            self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        /// Adds or replaces an object (its `metadata.namespace` must be set to be found).
+        pub fn insert(&self, obj: impl Into<AnyResource>) {
+            let mut g = self.lock();
+            match obj.into() {
+                AnyResource::Chain(o) => upsert(&mut g.chains, o),
+                AnyResource::Agent(o) => upsert(&mut g.agents, o),
+                AnyResource::McpServer(o) => upsert(&mut g.mcp_servers, o),
+                AnyResource::LlmProvider(o) => upsert(&mut g.llm_providers, o),
+            }
+        }
+
+        /// Makes every read fail (simulates an unreachable API server).
+        pub fn set_unavailable(&self, unavailable: bool) {
+            self.lock().unavailable = unavailable;
+        }
+
+        fn check(&self, kind: &'static str) -> Result<MutexGuard<'_, Objects>, ReadError> {
+            let g = self.lock();
+            if g.unavailable {
+                return Err(ReadError::Unavailable {
+                    kind,
+                    message: "simulated outage".into(),
+                });
+            }
+            Ok(g)
+        }
     }
-    async fn agents(&self, namespace: &str) -> Result<Vec<Agent>, ReadError> {
-        Ok(in_namespace(&self.check("Agent")?.agents, namespace))
-    }
-    async fn mcp_servers(&self, namespace: &str) -> Result<Vec<MCPServer>, ReadError> {
-        Ok(in_namespace(
-            &self.check("MCPServer")?.mcp_servers,
-            namespace,
-        ))
-    }
-    async fn llm_providers(&self, namespace: &str) -> Result<Vec<LLMProvider>, ReadError> {
-        Ok(in_namespace(
-            &self.check("LLMProvider")?.llm_providers,
-            namespace,
-        ))
+
+    #[async_trait]
+    impl ResourceReader for InMemoryResources {
+        async fn chains(&self, namespace: &str) -> Result<Vec<Chain>, ReadError> {
+            Ok(in_namespace(&self.check("Chain")?.chains, namespace))
+        }
+        async fn agents(&self, namespace: &str) -> Result<Vec<Agent>, ReadError> {
+            Ok(in_namespace(&self.check("Agent")?.agents, namespace))
+        }
+        async fn mcp_servers(&self, namespace: &str) -> Result<Vec<MCPServer>, ReadError> {
+            Ok(in_namespace(
+                &self.check("MCPServer")?.mcp_servers,
+                namespace,
+            ))
+        }
+        async fn llm_providers(&self, namespace: &str) -> Result<Vec<LLMProvider>, ReadError> {
+            Ok(in_namespace(
+                &self.check("LLMProvider")?.llm_providers,
+                namespace,
+            ))
+        }
     }
 }
 

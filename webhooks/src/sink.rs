@@ -1,15 +1,14 @@
 //! Where the bridge puts Alerts: the [`AlertSink`] trait, its Kubernetes
-//! implementation ([`KubeAlertSink`]) and an in-memory one for tests and
-//! benchmarks ([`InMemoryAlertSink`]).
+//! implementation ([`KubeAlertSink`]) and, with the `testing` feature, an
+//! in-memory one for tests and benchmarks (`InMemoryAlertSink`).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use tarsy_crds::{Alert, AlertPhase, AlertSpec, AlertStatus};
+use tarsy_crds::{Alert, AlertPhase, AlertSpec};
 
 /// Field manager of every write the bridge makes.
 pub const FIELD_MANAGER: &str = "tarsy-webhooks";
@@ -138,128 +137,146 @@ pub trait AlertSink: Send + Sync + 'static {
     async fn cancel(&self, name: &str) -> Result<(), SinkError>;
 }
 
-#[derive(Default)]
-struct Store {
-    alerts: BTreeMap<String, Alert>,
-    by_fingerprint: HashMap<String, Vec<String>>,
-    fail_with: Option<SinkError>,
-}
+#[cfg(feature = "testing")]
+pub use in_memory::InMemoryAlertSink;
 
-/// In-memory [`AlertSink`] for tests and benchmarks. `set_phase` plays the
-/// operator's part.
-#[derive(Clone)]
-pub struct InMemoryAlertSink {
-    namespace: String,
-    inner: Arc<Mutex<Store>>,
-}
+/// The in-memory sink (feature `testing`: tests and benchmarks only).
+#[cfg(feature = "testing")]
+mod in_memory {
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-impl InMemoryAlertSink {
-    /// An empty sink whose Alerts live in `namespace`.
-    pub fn new(namespace: impl Into<String>) -> Self {
-        Self {
-            namespace: namespace.into(),
-            inner: Arc::default(),
+    use async_trait::async_trait;
+    use tarsy_crds::{Alert, AlertPhase, AlertStatus};
+
+    use super::{AlertRecord, AlertSink, CreateOutcome, FINGERPRINT_LABEL, NewAlert, SinkError};
+
+    #[derive(Default)]
+    struct Store {
+        alerts: BTreeMap<String, Alert>,
+        by_fingerprint: HashMap<String, Vec<String>>,
+        fail_with: Option<SinkError>,
+    }
+
+    /// In-memory [`AlertSink`] for tests and benchmarks. `set_phase` plays the
+    /// operator's part.
+    #[derive(Clone)]
+    pub struct InMemoryAlertSink {
+        namespace: String,
+        inner: Arc<Mutex<Store>>,
+    }
+
+    impl InMemoryAlertSink {
+        /// An empty sink whose Alerts live in `namespace`.
+        pub fn new(namespace: impl Into<String>) -> Self {
+            Self {
+                namespace: namespace.into(),
+                inner: Arc::default(),
+            }
+        }
+
+        fn lock(&self) -> MutexGuard<'_, Store> {
+            self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        fn guard(&self) -> Result<MutexGuard<'_, Store>, SinkError> {
+            let g = self.lock();
+            match &g.fail_with {
+                Some(e) => Err(e.clone()),
+                None => Ok(g),
+            }
+        }
+
+        /// Every stored Alert, by name.
+        pub fn alerts(&self) -> Vec<Alert> {
+            self.lock().alerts.values().cloned().collect()
+        }
+
+        /// The stored Alert named `name`.
+        pub fn alert(&self, name: &str) -> Option<Alert> {
+            self.lock().alerts.get(name).cloned()
+        }
+
+        /// Number of stored Alerts.
+        pub fn len(&self) -> usize {
+            self.lock().alerts.len()
+        }
+
+        /// True when no Alert is stored.
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+
+        /// Sets an Alert's `status.phase`, as the operator would.
+        pub fn set_phase(&self, name: &str, phase: AlertPhase) {
+            if let Some(a) = self.lock().alerts.get_mut(name) {
+                a.status.get_or_insert_with(AlertStatus::default).phase = Some(phase);
+            }
+        }
+
+        /// Makes every operation fail with `error` (None restores service).
+        pub fn fail_with(&self, error: Option<SinkError>) {
+            self.lock().fail_with = error;
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Store> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn guard(&self) -> Result<MutexGuard<'_, Store>, SinkError> {
-        let g = self.lock();
-        match &g.fail_with {
-            Some(e) => Err(e.clone()),
-            None => Ok(g),
+    #[async_trait]
+    impl AlertSink for InMemoryAlertSink {
+        async fn create_if_absent(&self, alert: &NewAlert) -> Result<CreateOutcome, SinkError> {
+            let mut g = self.guard()?;
+            if g.alerts.contains_key(&alert.name) {
+                return Ok(CreateOutcome::AlreadyExists);
+            }
+            if let Some(fp) = alert.labels.get(FINGERPRINT_LABEL) {
+                g.by_fingerprint
+                    .entry(fp.clone())
+                    .or_default()
+                    .push(alert.name.clone());
+            }
+            g.alerts
+                .insert(alert.name.clone(), alert.to_resource(&self.namespace));
+            Ok(CreateOutcome::Created)
         }
-    }
 
-    /// Every stored Alert, by name.
-    pub fn alerts(&self) -> Vec<Alert> {
-        self.lock().alerts.values().cloned().collect()
-    }
-
-    /// The stored Alert named `name`.
-    pub fn alert(&self, name: &str) -> Option<Alert> {
-        self.lock().alerts.get(name).cloned()
-    }
-
-    /// Number of stored Alerts.
-    pub fn len(&self) -> usize {
-        self.lock().alerts.len()
-    }
-
-    /// True when no Alert is stored.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Sets an Alert's `status.phase`, as the operator would.
-    pub fn set_phase(&self, name: &str, phase: AlertPhase) {
-        if let Some(a) = self.lock().alerts.get_mut(name) {
-            a.status.get_or_insert_with(AlertStatus::default).phase = Some(phase);
+        async fn get(&self, name: &str) -> Result<Option<AlertRecord>, SinkError> {
+            Ok(self.guard()?.alerts.get(name).map(AlertRecord::from_alert))
         }
-    }
 
-    /// Makes every operation fail with `error` (None restores service).
-    pub fn fail_with(&self, error: Option<SinkError>) {
-        self.lock().fail_with = error;
-    }
-}
-
-#[async_trait]
-impl AlertSink for InMemoryAlertSink {
-    async fn create_if_absent(&self, alert: &NewAlert) -> Result<CreateOutcome, SinkError> {
-        let mut g = self.guard()?;
-        if g.alerts.contains_key(&alert.name) {
-            return Ok(CreateOutcome::AlreadyExists);
+        async fn find_by_fingerprint(
+            &self,
+            fingerprint: &str,
+        ) -> Result<Vec<AlertRecord>, SinkError> {
+            let g = self.guard()?;
+            Ok(g.by_fingerprint
+                .get(fingerprint)
+                .into_iter()
+                .flatten()
+                .filter_map(|n| g.alerts.get(n))
+                .map(AlertRecord::from_alert)
+                .collect())
         }
-        if let Some(fp) = alert.labels.get(FINGERPRINT_LABEL) {
-            g.by_fingerprint
-                .entry(fp.clone())
-                .or_default()
-                .push(alert.name.clone());
+
+        async fn annotate(&self, name: &str, key: &str, value: &str) -> Result<(), SinkError> {
+            let mut g = self.guard()?;
+            let alert = g.alerts.get_mut(name).ok_or_else(|| SinkError::NotFound {
+                name: name.to_string(),
+            })?;
+            alert
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(key.to_string(), value.to_string());
+            Ok(())
         }
-        g.alerts
-            .insert(alert.name.clone(), alert.to_resource(&self.namespace));
-        Ok(CreateOutcome::Created)
-    }
 
-    async fn get(&self, name: &str) -> Result<Option<AlertRecord>, SinkError> {
-        Ok(self.guard()?.alerts.get(name).map(AlertRecord::from_alert))
-    }
-
-    async fn find_by_fingerprint(&self, fingerprint: &str) -> Result<Vec<AlertRecord>, SinkError> {
-        let g = self.guard()?;
-        Ok(g.by_fingerprint
-            .get(fingerprint)
-            .into_iter()
-            .flatten()
-            .filter_map(|n| g.alerts.get(n))
-            .map(AlertRecord::from_alert)
-            .collect())
-    }
-
-    async fn annotate(&self, name: &str, key: &str, value: &str) -> Result<(), SinkError> {
-        let mut g = self.guard()?;
-        let alert = g.alerts.get_mut(name).ok_or_else(|| SinkError::NotFound {
-            name: name.to_string(),
-        })?;
-        alert
-            .metadata
-            .annotations
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key.to_string(), value.to_string());
-        Ok(())
-    }
-
-    async fn cancel(&self, name: &str) -> Result<(), SinkError> {
-        let mut g = self.guard()?;
-        let alert = g.alerts.get_mut(name).ok_or_else(|| SinkError::NotFound {
-            name: name.to_string(),
-        })?;
-        alert.spec.cancel = Some(true);
-        Ok(())
+        async fn cancel(&self, name: &str) -> Result<(), SinkError> {
+            let mut g = self.guard()?;
+            let alert = g.alerts.get_mut(name).ok_or_else(|| SinkError::NotFound {
+                name: name.to_string(),
+            })?;
+            alert.spec.cancel = Some(true);
+            Ok(())
+        }
     }
 }
 

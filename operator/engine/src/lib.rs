@@ -2,7 +2,8 @@
 //! the alert" and "here is the final analysis".
 //!
 //! The engine knows nothing of Kubernetes, SQL or HTTP. It reaches the model
-//! through [`LlmClient`] ([`GrpcLlmClient`] talks to the LLM service), tools
+//! through [`LlmClient`] ([`GrpcLlmClient`] talks to the LLM service,
+//! [`ScriptedLlmClient`] replays a script file), tools
 //! through [`ToolExecutor`] (the MCP client implements it) and storage / live
 //! events through the `tarsy_core` recorder traits.
 //!
@@ -14,11 +15,11 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`llm`] | the LLM client trait, chunks, the gRPC client |
+//! | [`llm`] | the LLM client trait, chunks, the gRPC client, the in-process scripted client |
 //! | [`recording`] | timeline events (create / stream / complete) and their WebSocket payloads |
 //! | [`fallback`] | circuit breakers shared by executions ([`fallback::CircuitBreakers`]) |
 //! | [`retry`] | waiting out an unreachable LLM service ([`retry::ServiceRetry`]) |
-//! | [`memory`] | an in-memory recorder + publisher (tests, benchmarks) |
+//! | `memory` | an in-memory recorder + publisher for tests and benchmarks (feature `testing`) |
 //! | [`react_parser`] | the ReAct parser and the feedback it produces |
 //! | [`prompt`] | prompt building from the text assets in `prompts/` |
 //! | [`context`] | stage, investigation and synthesis context formatting |
@@ -42,6 +43,7 @@ mod execution;
 pub mod fallback;
 mod iteration;
 pub mod llm;
+#[cfg(feature = "testing")]
 pub mod memory;
 pub mod prompt;
 pub mod react_parser;
@@ -56,5 +58,5 @@ mod window;
 
 pub use deferring::DeferringRecorder;
 pub use execution::{ChatContext, ExecutionContext, ExecutionResult, ExecutionWarning, run_agent};
-pub use llm::{GrpcLlmClient, LlmClient};
+pub use llm::{GrpcLlmClient, LlmClient, ScriptedLlmClient};
 pub use tools::{InMemoryToolExecutor, ToolError, ToolExecutor};

@@ -1,6 +1,6 @@
-//! An in-memory [`ExecutionRecorder`] + [`EventPublisher`] for tests, local
-//! experiments and the engine benchmark: everything is kept in vectors that
-//! tests can inspect.
+//! An in-memory [`ExecutionRecorder`] + [`EventPublisher`] for tests and the
+//! engine benchmark: everything is kept in vectors that tests can inspect.
+//! Behind the `testing` feature, so that production builds do not carry it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -14,14 +14,6 @@ pub enum ExecError {
     /// Hierarchy resolution failed (unknown agent, provider, ...).
     #[error(transparent)]
     Resolve(#[from] tarsy_config::ResolveError),
-    /// A socket could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        /// The address asked for.
-        addr: String,
-        /// Why.
-        source: std::io::Error,
-    },
     /// A session or execution references something that no longer exists.
     #[error("{0}")]
     Invalid(String),

@@ -2,16 +2,15 @@
 //! runner, the operator's executive summaries): each call goes where its
 //! provider says.
 //!
-//! * `scripted` providers replay their script file. The script is served by
-//!   an in-process `LLMService` gRPC server on 127.0.0.1 (one per script
-//!   file, started on first use) and reached through the real
-//!   [`GrpcLlmClient`], so the whole gRPC path runs. Every session replays
-//!   the script from its start: a session gets its own copy of the queues
-//!   (keyed by the request's session id), and its chat continues that copy.
+//! * `scripted` providers replay their script file in process, through a
+//!   [`ScriptedLlmClient`] (one per script file, loaded on first use): no
+//!   server, no socket. Every session replays the script from its start: a
+//!   session gets its own copy of the queues (keyed by the request's session
+//!   id), and its chat continues that copy.
 //! * every other provider type goes to the LLM service (`TARSY_LLM_ADDR`).
 //!   A real provider never falls back to canned answers.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -19,21 +18,14 @@ use async_trait::async_trait;
 use tarsy_config::Config;
 use tarsy_core::ProviderType;
 use tarsy_engine::llm::{ChunkStream, GenerateInput, LlmError};
-use tarsy_engine::{GrpcLlmClient, LlmClient};
-use tarsy_proto::v1::GenerateRequest;
-use tarsy_proto::v1::llm_service_server::{LlmService, LlmServiceServer};
-use tarsy_scripted_llm::{ScriptFile, ScriptedLlm};
+use tarsy_engine::{GrpcLlmClient, LlmClient, ScriptedLlmClient};
+use tarsy_scripted_llm::ScriptFile;
 use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::{ExecError, Result};
 
 /// Default address of the LLM service.
 pub const DEFAULT_LLM_ADDR: &str = "http://127.0.0.1:50051";
-
-/// Sessions whose script copies are kept; the oldest copy is dropped beyond
-/// this (a later chat of that session would start its script over).
-const MAX_SCRIPTED_SESSIONS: usize = 1024;
 
 /// One LLM call as it starts (progress display counts iterations with it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,88 +58,12 @@ pub fn script_path(base_dir: &Path, script: &str) -> PathBuf {
     }
 }
 
-/// The `LLMService` of one script file: a fresh copy of the script per
-/// session.
-struct SessionScripts {
-    file: ScriptFile,
-    sessions: Mutex<(HashMap<String, ScriptedLlm>, VecDeque<String>)>,
-}
-
-impl SessionScripts {
-    fn for_session(&self, session_id: &str) -> ScriptedLlm {
-        let mut guard = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let (map, order) = &mut *guard;
-        if let Some(s) = map.get(session_id) {
-            return s.clone();
-        }
-        let script = ScriptedLlm::from_file(self.file.clone());
-        map.insert(session_id.to_string(), script.clone());
-        order.push_back(session_id.to_string());
-        while order.len() > MAX_SCRIPTED_SESSIONS {
-            if let Some(old) = order.pop_front() {
-                map.remove(&old);
-            }
-        }
-        script
-    }
-}
-
-#[tonic::async_trait]
-impl LlmService for SessionScripts {
-    type GenerateStream = <ScriptedLlm as LlmService>::GenerateStream;
-
-    async fn generate(
-        &self,
-        request: tonic::Request<GenerateRequest>,
-    ) -> std::result::Result<tonic::Response<Self::GenerateStream>, tonic::Status> {
-        let script = self.for_session(&request.get_ref().session_id);
-        <ScriptedLlm as LlmService>::generate(&script, request).await
-    }
-}
-
-/// A running script server and the client that reaches it.
-struct ScriptHost {
-    client: GrpcLlmClient,
-}
-
-/// Starts the gRPC server of one script on 127.0.0.1 with an ephemeral
-/// port; it stops when `stop` is cancelled.
-async fn start_script_server(file: ScriptFile, stop: CancellationToken) -> Result<ScriptHost> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|source| ExecError::Listen {
-            addr: "127.0.0.1:0".into(),
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| ExecError::Listen {
-        addr: "127.0.0.1:0".into(),
-        source,
-    })?;
-    let service = SessionScripts {
-        file,
-        sessions: Mutex::new((HashMap::new(), VecDeque::new())),
-    };
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    tokio::spawn(async move {
-        let served = tonic::transport::Server::builder()
-            .add_service(LlmServiceServer::new(service))
-            .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
-            .await;
-        if let Err(e) = served {
-            tracing::warn!(error = %e, "scripted LLM server stopped");
-        }
-    });
-    let client = GrpcLlmClient::connect_lazy(&format!("http://{addr}"))
-        .map_err(|e| ExecError::Config(e.to_string()))?;
-    Ok(ScriptHost { client })
-}
-
 /// The process's [`LlmClient`]: routes each call by provider type.
 pub struct LlmRouter {
     service: Arc<dyn LlmClient>,
     base_dir: PathBuf,
-    scripts: tokio::sync::Mutex<HashMap<PathBuf, Arc<ScriptHost>>>,
-    stop: CancellationToken,
+    /// The client of each script file loaded, by path.
+    scripts: Mutex<HashMap<PathBuf, Arc<ScriptedLlmClient>>>,
     calls: broadcast::Sender<LlmCallNotice>,
 }
 
@@ -166,8 +82,7 @@ impl LlmRouter {
         Self {
             service,
             base_dir: base_dir.into(),
-            scripts: tokio::sync::Mutex::new(HashMap::new()),
-            stop: CancellationToken::new(),
+            scripts: Mutex::default(),
             calls,
         }
     }
@@ -195,30 +110,29 @@ impl LlmRouter {
         self.calls.subscribe()
     }
 
-    /// Stops the script servers.
+    /// Drops the scripts loaded and every session's copy of them (a later
+    /// scripted call loads its script again). Processes call it once they
+    /// are done with the router.
     pub fn stop(&self) {
-        self.stop.cancel();
+        self.lock_scripts().clear();
     }
 
-    async fn script_client(&self, script: &str) -> std::result::Result<GrpcLlmClient, LlmError> {
+    fn lock_scripts(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Arc<ScriptedLlmClient>>> {
+        // A panic elsewhere cannot leave the map inconsistent: keep serving.
+        self.scripts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The client of a script file, loading the file on first use.
+    fn script_client(&self, script: &str) -> std::result::Result<Arc<ScriptedLlmClient>, LlmError> {
         let path = script_path(&self.base_dir, script);
-        let mut scripts = self.scripts.lock().await;
-        if let Some(host) = scripts.get(&path) {
-            return Ok(host.client.clone());
+        let mut scripts = self.lock_scripts();
+        if let Some(client) = scripts.get(&path) {
+            return Ok(Arc::clone(client));
         }
         let file = load_script(&path).map_err(|e| LlmError::Rejected(e.to_string()))?;
-        let host = start_script_server(file, self.stop.child_token())
-            .await
-            .map_err(|e| LlmError::Unavailable(e.to_string()))?;
-        let client = host.client.clone();
-        scripts.insert(path, Arc::new(host));
+        let client = Arc::new(ScriptedLlmClient::new(file));
+        scripts.insert(path, Arc::clone(&client));
         Ok(client)
-    }
-}
-
-impl Drop for LlmRouter {
-    fn drop(&mut self) {
-        self.stop.cancel();
     }
 }
 
@@ -237,8 +151,7 @@ impl LlmClient for LlmRouter {
                     input.provider.name
                 ))
             })?;
-            let client = self.script_client(&script).await?;
-            return client.generate(input).await;
+            return self.script_client(&script)?.generate(input).await;
         }
         self.service.generate(input).await
     }

@@ -1,11 +1,18 @@
-//! The scripted LLM provider: an `LLMService` gRPC server that replays
-//! canned answers.
+//! The scripted LLM provider: canned answers, streamed as the LLM service
+//! streams a model's.
 //!
-//! It is what an `LLMProvider` of type `scripted` runs (offline demos, the
-//! README's first command) and what the tests put in place of the Python
-//! LLM service, so that the engine's real gRPC client path is exercised: responses are queued sequentially or per agent
-//! (routed by an agent name found in the system prompt), can carry errors,
-//! can hang until the client cancels, and every request is recorded.
+//! A [`ScriptedLlm`] holds the script: responses queued sequentially or per
+//! agent (routed by an agent name found in the system prompt), which can
+//! carry errors and tool calls, hang until the client cancels, or fail the
+//! RPC; every request is recorded. [`ScriptedLlm::respond`] plays the next
+//! response as the stream of `GenerateResponse`s, and is reached two ways:
+//!
+//! * in process, through the engine's `ScriptedLlmClient`: what an
+//!   `LLMProvider` of type `scripted` runs (the offline example, `tarsy
+//!   eval`);
+//! * over gRPC, through [`ScriptedLlmServer`] (an `LLMService` on a local
+//!   port): what tests put in place of the Python LLM service, so that the
+//!   engine's real gRPC client path is exercised.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -21,4 +28,4 @@ pub mod script;
 pub mod server;
 
 pub use script::{Ending, ScriptFile, ScriptedChunk, ScriptedResponse};
-pub use server::{RecordedRequest, ScriptedLlm, ScriptedLlmServer};
+pub use server::{RecordedRequest, ResponseStream, ScriptedLlm, ScriptedLlmServer};

@@ -1,4 +1,5 @@
-//! The `LLMService` implementation and an in-process server handle.
+//! The script and its replay ([`ScriptedLlm::respond`]), the `LLMService`
+//! implementation on top of it, and a handle on a local gRPC server.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -272,7 +273,9 @@ fn to_proto(chunk: ScriptedChunk) -> Content {
     }
 }
 
-type ResponseStream = Pin<Box<dyn Stream<Item = Result<GenerateResponse, Status>> + Send>>;
+/// What one `Generate` call answers: the responses in order; a
+/// [`Ending::GrpcError`] ends it with the `Status` the RPC fails with.
+pub type ResponseStream = Pin<Box<dyn Stream<Item = Result<GenerateResponse, Status>> + Send>>;
 
 /// Plays one response into the channel; returns false if the client left.
 async fn play(
@@ -326,15 +329,14 @@ async fn play(
     }
 }
 
-#[tonic::async_trait]
-impl LlmService for ScriptedLlm {
-    type GenerateStream = ResponseStream;
-
-    async fn generate(
-        &self,
-        request: Request<GenerateRequest>,
-    ) -> Result<Response<Self::GenerateStream>, Status> {
-        let request = request.into_inner();
+impl ScriptedLlm {
+    /// Answers one request, as the gRPC server does and without one: takes
+    /// the next scripted response (an `internal` error chunk once the script
+    /// is exhausted), records the request, and plays the response. Dropping
+    /// the stream before it ends counts as a client cancellation. Must run
+    /// inside a Tokio runtime (the response plays on its own task, so that
+    /// chunk delays and hangs see the client leave).
+    pub fn respond(&self, request: GenerateRequest) -> ResponseStream {
         let (response, _route) = self.next_response(&request);
         let response = response.unwrap_or_else(|| {
             ScriptedResponse::error(
@@ -353,7 +355,19 @@ impl LlmService for ScriptedLlm {
                 me.record_cancellation();
             }
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Box::pin(ReceiverStream::new(rx))
+    }
+}
+
+#[tonic::async_trait]
+impl LlmService for ScriptedLlm {
+    type GenerateStream = ResponseStream;
+
+    async fn generate(
+        &self,
+        request: Request<GenerateRequest>,
+    ) -> Result<Response<Self::GenerateStream>, Status> {
+        Ok(Response::new(self.respond(request.into_inner())))
     }
 }
 

@@ -1,11 +1,13 @@
-//! [`LlmClient`] over gRPC to the LLM service (`llm.v1.LLMService/Generate`).
+//! [`LlmClient`] over gRPC to the LLM service (`llm.v1.LLMService/Generate`),
+//! and the conversions between the engine's calls and the service's
+//! messages (the in-process scripted client uses them too).
 
 use std::error::Error as _;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use tarsy_core::{ConversationMessage, TokenUsage, ToolCall, ToolDefinition};
 use tarsy_proto::v1 as pb;
 use tarsy_proto::v1::generate_response::Content;
@@ -137,8 +139,8 @@ fn to_tool(t: ToolDefinition) -> pb::ToolDefinition {
     }
 }
 
-/// The chunk for one proto response (`None` for an empty final marker).
-pub(crate) fn from_response(content: Content) -> Chunk {
+/// The chunk for one response's content.
+fn from_response(content: Content) -> Chunk {
     match content {
         Content::Text(t) => Chunk::Text(t.content),
         Content::Thinking(t) => Chunk::Thinking(t.content),
@@ -237,41 +239,51 @@ impl LlmClient for GrpcLlmClient {
     async fn generate(&self, input: GenerateInput) -> Result<ChunkStream, LlmError> {
         let request = to_request(input);
         let mut client = self.early.get().unwrap_or(&self.client).clone();
-        let streaming = match client.generate(request).await {
-            Ok(resp) => resp.into_inner(),
+        match client.generate(request).await {
+            // Dropping the chunk stream drops `tonic::Streaming`, which resets
+            // the HTTP/2 stream: the service sees the cancellation.
+            Ok(resp) => Ok(chunk_stream(resp.into_inner())),
             Err(status) => {
                 let info = status_info(&status);
-                return Ok(Box::pin(futures::stream::once(async move {
+                Ok(Box::pin(futures::stream::once(async move {
                     Chunk::Error(info)
-                })));
+                })))
             }
-        };
-        // State: the open stream, or None once the call has ended. Dropping
-        // the returned stream drops `tonic::Streaming`, which resets the
-        // HTTP/2 stream: the service sees the cancellation.
-        let stream = futures::stream::unfold(Some(streaming), |state| async move {
-            let mut s = state?;
-            loop {
-                match s.message().await {
-                    Ok(Some(resp)) => {
-                        let last = resp.is_final;
-                        match resp.content {
-                            Some(c) => {
-                                let chunk = from_response(c);
-                                let ended = last || matches!(chunk, Chunk::Error(_));
-                                return Some((chunk, if ended { None } else { Some(s) }));
-                            }
-                            None if last => return None,
-                            None => continue,
-                        }
-                    }
-                    Ok(None) => return None,
-                    Err(status) => return Some((Chunk::Error(status_info(&status)), None)),
-                }
-            }
-        });
-        Ok(stream.boxed())
+        }
     }
+}
+
+/// The chunks of a call's responses, as the service streams them: one chunk
+/// per response with content; the call ends after the final response, an
+/// error chunk or a failed RPC (an error chunk from [`status_info`]).
+/// Dropping the chunk stream drops `responses`.
+pub(crate) fn chunk_stream<S>(responses: S) -> ChunkStream
+where
+    S: Stream<Item = Result<pb::GenerateResponse, tonic::Status>> + Send + Unpin + 'static,
+{
+    // State: the open response stream, or None once the call has ended.
+    let stream = futures::stream::unfold(Some(responses), |state| async move {
+        let mut s = state?;
+        loop {
+            match s.next().await {
+                Some(Ok(resp)) => {
+                    let last = resp.is_final;
+                    match resp.content {
+                        Some(c) => {
+                            let chunk = from_response(c);
+                            let ended = last || matches!(chunk, Chunk::Error(_));
+                            return Some((chunk, if ended { None } else { Some(s) }));
+                        }
+                        None if last => return None,
+                        None => continue,
+                    }
+                }
+                None => return None,
+                Some(Err(status)) => return Some((Chunk::Error(status_info(&status)), None)),
+            }
+        }
+    });
+    stream.boxed()
 }
 
 #[cfg(test)]

@@ -4,8 +4,13 @@
 //! abandons the call (the gRPC implementation cancels the RPC, which reaches
 //! the provider through the LLM service), so cancellation and timeouts are
 //! the caller's `select!`/drop, nothing more.
+//!
+//! Implementations: [`GrpcLlmClient`] reaches the LLM service;
+//! [`ScriptedLlmClient`] replays a script file in process (the `scripted`
+//! provider type).
 
 mod grpc;
+mod scripted;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -18,6 +23,7 @@ use tarsy_core::{
 };
 
 pub use grpc::GrpcLlmClient;
+pub use scripted::ScriptedLlmClient;
 
 /// Everything one model call needs.
 #[derive(Debug, Clone)]
