@@ -286,6 +286,11 @@ const Entry = memo(function Entry({
         {streaming && <span className="badge badge-live">streaming</span>}
         {item.status !== 'completed' && !streaming && <StatusBadge status={item.status} />}
         {item.eventType === 'mcp_tool_summary' && <span className="badge badge-info">summarized</span>}
+        {item.eventType === 'llm_tool_call' && (item.metadata.retried === true || typeof item.metadata.recovered === 'string') && (
+          <span className="badge badge-warning" title={str(item.metadata.recovered) || 'made again after an interruption'}>
+            retried
+          </span>
+        )}
         {truncated && <span className="badge badge-warning">truncated</span>}
         {item.eventType === 'final_analysis' && forced && <span className="badge badge-warning">forced conclusion</span>}
         {typeof item.metadata.kind === 'string' && item.eventType === 'error' && (

@@ -87,6 +87,7 @@ impl Setup {
                     name: call.name.clone(),
                     content: POD_LIST.into(),
                     is_error: false,
+                    recovered: None,
                 })
             },
         );

@@ -134,6 +134,9 @@ async fn a_crash_mid_call_is_retried_once_on_a_new_process() {
     assert_eq!(r.content, "survived: already crashed once");
     assert!(!r.is_error);
     assert!(marker.exists(), "the first attempt crashed the server");
+    // The answer says it is the retry's, and why (the timeline shows it).
+    let first = r.recovered.as_deref().unwrap_or_default();
+    assert!(!first.is_empty(), "{r:?}");
     // One jittered backoff (250-750 ms) plus a process start.
     assert!(started.elapsed() >= Duration::from_millis(250));
     // The replacement session keeps working.
@@ -142,6 +145,7 @@ async fn a_crash_mid_call_is_retried_once_on_a_new_process() {
         .await
         .unwrap();
     assert_eq!(r.content, "still here");
+    assert_eq!(r.recovered, None, "answered at once");
     let calls: Vec<_> = recorder
         .interactions()
         .into_iter()

@@ -39,6 +39,11 @@ pub struct ToolResult {
     pub content: String,
     /// The tool reported an error (the model sees it; not an infrastructure failure).
     pub is_error: bool,
+    /// The tool server's session broke during the call and was opened
+    /// again, and this is the second attempt's answer: what the first
+    /// attempt failed with (shown on the tool call's timeline event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<String>,
 }
 
 /// One message of an LLM conversation.

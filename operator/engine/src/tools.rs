@@ -129,6 +129,7 @@ impl InMemoryToolExecutor {
                 name: call.name.clone(),
                 content: content.clone(),
                 is_error: false,
+                recovered: None,
             })
         })
     }

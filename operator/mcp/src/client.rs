@@ -28,8 +28,15 @@ const CLOSE_GRACE: Duration = Duration::from_secs(8);
 /// tool, invalid arguments, ...).
 #[derive(Debug, Clone)]
 pub enum CallOutcome {
-    /// The server ran the tool.
-    Completed(rmcp::model::CallToolResult),
+    /// The server ran the tool. `recovered`: the session broke during the
+    /// call and was opened again, and this is the second attempt's answer;
+    /// what the first attempt failed with.
+    Completed {
+        /// The tool's result.
+        result: rmcp::model::CallToolResult,
+        /// Why the call was made a second time, if it was.
+        recovered: Option<String>,
+    },
     /// The server refused the request.
     Rejected(ErrorData),
 }
@@ -267,13 +274,15 @@ impl McpClient {
 
     /// Runs an operation with the deadline and the recovery policy: a
     /// transport failure recreates the session and retries once after a
-    /// jittered backoff; anything else is returned as is.
+    /// jittered backoff; anything else is returned as is. With the answer
+    /// comes what a first attempt failed with, when the answer is the
+    /// retry's.
     async fn with_recovery<T, F, Fut>(
         &self,
         server: &str,
         operation: &str,
         run: F,
-    ) -> Result<Result<T, ErrorData>, McpError>
+    ) -> Result<(Result<T, ErrorData>, Option<String>), McpError>
     where
         F: Fn(Peer<RoleClient>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
@@ -284,8 +293,8 @@ impl McpClient {
         loop {
             let result = tokio::time::timeout(timeout, run(session.peer.clone())).await;
             let error = match result {
-                Ok(Ok(value)) => return Ok(Ok(value)),
-                Ok(Err(ServiceError::McpError(data))) => return Ok(Err(data)),
+                Ok(Ok(value)) => return Ok((Ok(value), first_failure)),
+                Ok(Err(ServiceError::McpError(data))) => return Ok((Err(data), first_failure)),
                 Ok(Err(e)) => e,
                 Err(_) => {
                     return Err(McpError::Timeout {
@@ -344,6 +353,7 @@ impl McpClient {
                         peer.list_all_tools().await
                     })
                     .await?
+                    .0
                 {
                     Ok(tools) => Ok(Arc::new(tools)),
                     Err(data) => Err(McpError::Operation {
@@ -366,7 +376,7 @@ impl McpClient {
         arguments: JsonObject,
     ) -> Result<CallOutcome, McpError> {
         let operation = format!("tools/call '{tool}'");
-        let outcome = self
+        let (outcome, recovered) = self
             .with_recovery(server, &operation, |peer| {
                 let params =
                     CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments.clone());
@@ -374,7 +384,7 @@ impl McpClient {
             })
             .await?;
         Ok(match outcome {
-            Ok(result) => CallOutcome::Completed(result),
+            Ok(result) => CallOutcome::Completed { result, recovered },
             Err(data) => CallOutcome::Rejected(data),
         })
     }

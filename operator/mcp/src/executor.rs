@@ -211,6 +211,7 @@ impl McpToolExecutor {
                     name,
                     content: format!("Error: {message}"),
                     is_error: true,
+                    recovered: None,
                 });
             }
         };
@@ -220,14 +221,16 @@ impl McpToolExecutor {
             .client
             .call_tool(&server, &tool, arguments.clone())
             .await;
-        let (raw, is_error) = match outcome {
-            Ok(CallOutcome::Completed(result)) => {
+        let (raw, is_error, recovered) = match outcome {
+            Ok(CallOutcome::Completed { result, recovered }) => {
                 let is_error = result.is_error.unwrap_or(false);
-                (extract_text(&result), is_error)
+                (extract_text(&result), is_error, recovered)
             }
-            Ok(CallOutcome::Rejected(data)) => {
-                (format!("MCP error {}: {}", data.code.0, data.message), true)
-            }
+            Ok(CallOutcome::Rejected(data)) => (
+                format!("MCP error {}: {}", data.code.0, data.message),
+                true,
+                None,
+            ),
             Err(e) => {
                 let outcome = match e {
                     McpError::Timeout { .. } => McpOutcome::Timeout,
@@ -273,6 +276,7 @@ impl McpToolExecutor {
             name,
             content,
             is_error,
+            recovered,
         })
     }
 
@@ -417,6 +421,7 @@ pub fn error_result(call: &ToolCall, error: &McpError) -> ToolResult {
         name: normalize_tool_name(&call.name),
         content: format!("Error: {error}"),
         is_error: true,
+        recovered: None,
     }
 }
 

@@ -71,7 +71,7 @@ fn args(v: Value) -> serde_json::Map<String, Value> {
 
 async fn call(c: &McpClient, tool: &str, a: Value) -> (String, bool) {
     match c.call_tool("kubernetes", tool, args(a)).await.unwrap() {
-        CallOutcome::Completed(r) => {
+        CallOutcome::Completed { result: r, .. } => {
             let text = r
                 .content
                 .iter()

@@ -658,16 +658,6 @@ impl Tx {
         self.target().execute(sql).await
     }
 
-    /// Runs a query returning at most one record.
-    pub(crate) async fn fetch_optional<T: Record>(&mut self, sql: Sql) -> Result<Option<T>> {
-        self.target().fetch_optional(sql).await
-    }
-
-    /// Runs a query returning records.
-    pub(crate) async fn fetch_all<T: Record>(&mut self, sql: Sql) -> Result<Vec<T>> {
-        self.target().fetch_all(sql).await
-    }
-
     /// Runs a query returning one integer.
     pub(crate) async fn fetch_i64(&mut self, sql: Sql) -> Result<i64> {
         self.target().fetch_i64(sql).await

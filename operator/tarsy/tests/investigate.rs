@@ -447,7 +447,7 @@ async fn mcp_replay_serves_streamable_http_and_refuses_bad_fixtures() {
         .await
         .unwrap()
     {
-        tarsy_mcp::client::CallOutcome::Completed(r) => {
+        tarsy_mcp::client::CallOutcome::Completed { result: r, .. } => {
             assert_eq!(r.is_error, Some(false));
             assert!(r.content[0].as_text().unwrap().text.contains("OOMKilled"));
         }

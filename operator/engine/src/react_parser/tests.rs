@@ -863,6 +863,7 @@ fn observations() {
         name: "kubernetes.pods_list".into(),
         content: "web-1 Running".into(),
         is_error: false,
+        recovered: None,
     };
     assert_eq!(format_observation(&ok), "Observation: web-1 Running");
     let failed = ToolResult {

@@ -134,12 +134,18 @@ impl Run<'_> {
                 })
             }
             Ok(Ok(result)) => {
+                let mut meta = json!({"is_error": result.is_error});
+                if let Some(first) = &result.recovered {
+                    // The server's session broke and was opened again: the
+                    // timeline says this answer is the second attempt's.
+                    meta["recovered"] = json!(first);
+                }
                 self.rec
                     .complete(
                         &mut ev,
                         &truncate_for_storage(&result.content),
                         TimelineEventStatus::Completed,
-                        Some(json!({"is_error": result.is_error})),
+                        Some(meta),
                     )
                     .await?;
                 let content = if result.is_error {

@@ -158,6 +158,7 @@ async fn act(
                     name: out.name,
                     content: out.content,
                     is_error: out.is_error,
+                    recovered: None,
                 }),
                 Err(CallError::Stop(s)) => return Err(s),
                 Err(e) => {

@@ -72,6 +72,7 @@ pub fn default_tools() -> InMemoryToolExecutor {
                 name: call.name.clone(),
                 content: format!("logs for {}: OOMKilled", call.arguments),
                 is_error: false,
+                recovered: None,
             })
         })
 }

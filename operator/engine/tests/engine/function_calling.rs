@@ -326,6 +326,7 @@ async fn tool_errors_and_executor_failures_reach_the_model() {
                 name: call.name.clone(),
                 content: "namespace shop not found".into(),
                 is_error: true,
+                recovered: None,
             })
         })
         .with_tool("k8s.pod_logs", "Logs", |_| {

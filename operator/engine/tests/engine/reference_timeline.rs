@@ -54,6 +54,7 @@ fn static_result(
             name: call.name.clone(),
             content: content.clone(),
             is_error: false,
+            recovered: None,
         })
     }
 }
