@@ -48,7 +48,8 @@ pub use error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 pub use openapi::{openapi, openapi_json};
 pub use system::{
     AgentView, AlertObject, ChainView, ClusterObjectsSource, ExecutionObject, LlmProviderView,
-    McpServerView, SessionObjects, StageView, SystemConfiguration, SystemConfigurationSource,
+    McpServerView, SessionObjects, StageView, StaticConfiguration, SystemConfiguration,
+    SystemConfigurationSource, configuration_view,
 };
 pub use tarsy_events::lifecycle::publish_chat_accepted;
 

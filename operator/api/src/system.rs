@@ -11,6 +11,8 @@
 
 use async_trait::async_trait;
 use serde::Serialize;
+use tarsy_config::Config;
+use tarsy_crds::MCPServerSpec;
 use utoipa::ToSchema;
 
 /// The configuration as the dashboard shows it.
@@ -178,4 +180,145 @@ pub struct SessionObjects {
 pub trait ClusterObjectsSource: Send + Sync {
     /// The objects of the session whose id (the Alert's UID) is given.
     async fn session_objects(&self, session_id: &str) -> Result<SessionObjects, String>;
+}
+
+/// The wire name of a serde enum (`"openai"`, `"any"`, ...).
+fn wire<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+fn transport(spec: &MCPServerSpec) -> &'static str {
+    if spec.container.is_some() {
+        "container"
+    } else if spec.stdio.is_some() {
+        "stdio"
+    } else {
+        "http"
+    }
+}
+
+/// The configuration as the dashboard shows it: structure and names, never
+/// a secret, a command line, a URL or a header.
+pub fn configuration_view(
+    config: &Config,
+    mode: &str,
+    namespace: Option<String>,
+) -> SystemConfiguration {
+    let chains = config
+        .chains()
+        .map(|c| {
+            let spec = &c.spec;
+            ChainView {
+                name: c.name.clone(),
+                alert_types: spec.alert_types.clone(),
+                stages: spec
+                    .stages
+                    .iter()
+                    .map(|s| {
+                        let mut agents: Vec<String> =
+                            s.agents.iter().flatten().map(|a| a.name.clone()).collect();
+                        agents.extend(s.agent.clone());
+                        StageView {
+                            name: s.name.clone(),
+                            replicas: s.replicas_count(),
+                            success_policy: s.success_policy.as_ref().map(wire),
+                            synthesis_agent: s.synthesis.as_ref().and_then(|y| y.agent.clone()),
+                            agents,
+                        }
+                    })
+                    .collect(),
+                llm_provider: spec.llm_provider.clone(),
+                iteration_strategy: spec.iteration_strategy.map(|s| s.as_str().to_string()),
+                mcp_servers: spec.mcp_servers.clone().unwrap_or_default(),
+                chat_enabled: tarsy_config::chat_enabled(spec),
+                session_timeout: spec.session_timeout.clone(),
+                origin: c.origin.to_string(),
+            }
+        })
+        .collect();
+    let agents = config
+        .agents()
+        .map(|a| AgentView {
+            name: a.name.clone(),
+            description: a.spec.description.clone(),
+            mcp_servers: a.spec.mcp_servers.clone().unwrap_or_default(),
+            iteration_strategy: a.spec.iteration_strategy.map(|s| s.as_str().to_string()),
+            max_iterations: a.spec.max_iterations,
+            origin: a.origin.to_string(),
+        })
+        .collect();
+    let llm_providers = config
+        .llm_providers()
+        .map(|p| LlmProviderView {
+            name: p.name.clone(),
+            provider_type: wire(&p.spec.provider_type),
+            model: p.spec.model.clone(),
+            context_window_tokens: p.spec.context_window_tokens,
+            fallback: p.spec.fallback.clone().unwrap_or_default(),
+            origin: p.origin.to_string(),
+        })
+        .collect();
+    let mcp_servers = config
+        .mcp_servers()
+        .map(|m| McpServerView {
+            name: m.name.clone(),
+            transport: transport(&m.spec).to_string(),
+            instructions: m.spec.instructions.clone(),
+            origin: m.origin.to_string(),
+        })
+        .collect();
+    SystemConfiguration {
+        mode: mode.to_string(),
+        namespace,
+        chains,
+        agents,
+        llm_providers,
+        mcp_servers,
+    }
+}
+
+/// Local mode: the configuration loaded at start (it does not change while
+/// `tarsy serve` runs).
+pub struct StaticConfiguration(pub SystemConfiguration);
+
+#[async_trait]
+impl SystemConfigurationSource for StaticConfiguration {
+    async fn configuration(&self) -> Result<SystemConfiguration, String> {
+        Ok(self.0.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configuration_view_names_no_secret() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/config");
+        let config = tarsy_config::load_dir(&dir).expect("the example configuration loads");
+        let view = configuration_view(&config, "local", None);
+        let chain = view
+            .chains
+            .iter()
+            .find(|c| c.name == "pod-crashloop")
+            .expect("the example chain");
+        assert_eq!(chain.alert_types, ["PodCrashLooping"]);
+        assert_eq!(chain.stages.len(), 2);
+        assert!(chain.chat_enabled);
+        let gemini = view
+            .llm_providers
+            .iter()
+            .find(|p| p.name == "gemini")
+            .expect("the example's real provider");
+        assert_eq!(gemini.provider_type, "google");
+        let text = serde_json::to_string(&view).expect("serializes");
+        // The key's variable name and the MCP server's command stay out.
+        assert!(!text.contains("GOOGLE_API_KEY"));
+        assert!(!text.contains("mcp-replay"));
+        assert!(!text.contains("checkout-api-crashloop"));
+    }
 }

@@ -30,6 +30,7 @@
 
 mod chat;
 pub mod health;
+pub mod objects;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -78,7 +78,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     health.refresh().await;
     let health_task = health.spawn(HEALTH_INTERVAL);
     let view =
-        crate::dashboard::ClusterView::new(client.clone(), namespace.clone(), defaults.clone());
+        tarsy_cluster_control::objects::ClusterView::new(client.clone(), namespace.clone(), defaults.clone());
     let control = Arc::new(
         KubeSessionControl::new(client, store.clone(), namespace.clone(), defaults)
             .with_publisher(hub.publisher()),

@@ -195,6 +195,11 @@ struct Progress {
     quiet: bool,
     agents: HashMap<String, String>,
     iterations: HashMap<String, u32>,
+    /// Iteration headers not printed yet: a model call's notice comes at
+    /// once, while the previous iteration's last events (its tool result)
+    /// are published only when stored; the header waits for the iteration's
+    /// first new event so that the lines read in order.
+    headers: HashMap<String, String>,
 }
 
 fn clip(text: &str, max: usize) -> String {
@@ -214,6 +219,7 @@ impl Progress {
             quiet,
             agents: HashMap::new(),
             iterations: HashMap::new(),
+            headers: HashMap::new(),
         }
     }
 
@@ -248,7 +254,8 @@ impl Progress {
         *n += 1;
         let n = *n;
         let agent = self.agent(execution_id).await;
-        self.line(format!("  {agent} · iteration {n}"));
+        self.headers
+            .insert(execution_id.to_string(), format!("  {agent} · iteration {n}"));
     }
 
     async fn event(&mut self, msg: &Value) {
@@ -287,6 +294,9 @@ impl Progress {
         } else {
             self.agent(&execution_id).await
         };
+        if created && let Some(header) = self.headers.remove(&execution_id) {
+            self.line(header);
+        }
         let meta = msg.get("metadata").cloned().unwrap_or(Value::Null);
         let meta_text = |k: &str| {
             meta.get(k)

@@ -105,13 +105,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             format!("sqlite:{}", dir.join("tarsy.db").display())
         }
     };
-    let view = crate::dashboard::configuration_view(&config, "local", None);
+    let view = tarsy_api::configuration_view(&config, "local", None);
     let retention = args.retention.retention(&config.defaults)?;
     let slack = args.notify.slack(&config.defaults.notifications)?;
     let mut options = LocalOptions::new(config, &args.config);
     options.api.dashboard = Some(crate::dashboard::dashboard());
     options.api.trust_forwarded_identity = args.trust_forwarded_identity;
-    options.api.configuration = Some(Arc::new(crate::dashboard::StaticConfiguration(view)));
+    options.api.configuration = Some(Arc::new(tarsy_api::StaticConfiguration(view)));
     options.database_url = database_url.clone();
     options.llm_addr = args.llm_addr;
     options.listen = Some(listen_addr(&args.listen, args.port)?);

@@ -8,7 +8,8 @@
 //! Scenarios: an applied Alert runs two stages (two parallel agents and
 //! their synthesis, then an agent calling an MCP tool) to Completed;
 //! cancellation; session timeout; a pod killed by the OOM killer; the
-//! operator killed and restarted mid-session.
+//! operator killed and restarted mid-session; Postgres restarted
+//! mid-session.
 //!
 //! Where the Kubernetes API comes from:
 //!
@@ -170,6 +171,22 @@ impl Run {
         manifests: &str,
         controller_env: &[(&str, &str)],
     ) -> Run {
+        Self::start_full(name, script, manifests, controller_env, None).await
+    }
+
+    /// [`Run::start`] on the emulator with the database at `db_url` (the
+    /// test's own server) instead of a fresh database on the shared one.
+    async fn start_on(name: &'static str, script: &str, manifests: &str, db_url: String) -> Run {
+        Self::start_full(name, script, manifests, &[], Some(db_url)).await
+    }
+
+    async fn start_full(
+        name: &'static str,
+        script: &str,
+        manifests: &str,
+        controller_env: &[(&str, &str)],
+        own_database: Option<String>,
+    ) -> Run {
         let require = env("TARSY_E2E_REQUIRE_CLUSTER").as_deref() == Some("1");
         let cluster = real_cluster_kubeconfig();
         assert!(
@@ -201,15 +218,21 @@ impl Run {
                 None => {
                     let emu = common::start_emulator(&dir, true);
                     let kc = emu.kubeconfig().to_path_buf();
-                    let db = common::test_database("tarsy_cluster_e2e").await;
-                    let url = db.url().to_string();
+                    let (db, url) = match own_database {
+                        Some(url) => (None, url),
+                        None => {
+                            let db = common::test_database("tarsy_cluster_e2e").await;
+                            let url = db.url().to_string();
+                            (Some(db), url)
+                        }
+                    };
                     (
                         None,
                         Backend::Emulator(emu),
                         kc,
                         "e2e".to_string(),
                         "tarsy:e2e".to_string(),
-                        Some(db),
+                        db,
                         url.clone(),
                         url,
                         dir.clone(),
@@ -1227,6 +1250,88 @@ async fn a_runner_pod_killed_mid_execution_is_replaced_and_the_session_completes
         .count();
     assert_eq!(system, 1, "{messages:#?}");
     run.finish().await;
+}
+
+/// Postgres stopped as a managed database's failover stops it (`pg_ctl
+/// stop -m fast`) while stage one streams, and started again 10 s later:
+/// the runner's writes wait it out, the operator's reconciles are retried,
+/// and the session completes with nothing duplicated and nothing left open.
+/// The emulator only: the test stops a Postgres of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_restart_mid_session_is_waited_out() {
+    if real_cluster_kubeconfig().is_some() {
+        println!("skipped on a real cluster: this scenario stops the test's own Postgres");
+        return;
+    }
+    let pg = tarsy_store::testing::faults::PrivatePostgres::start();
+    // The schema, as the operator would apply it.
+    Store::connect(&pg.url()).await.unwrap().close().await;
+    let run = Run::start_on("pgrestart", RESTART_SCRIPT, RESTART_MANIFESTS, pg.url()).await;
+    let alert = run.create_alert("a1", "Restart").await;
+    let first = format!("{alert}-s1-slow");
+    run.wait_execution(&alert, &first, ExecutionPhase::Active)
+        .await;
+    // Part of the answer is stored, the rest streams during the outage.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    run.step("stopping Postgres");
+    let pg = tokio::task::spawn_blocking(move || {
+        pg.stop();
+        pg
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    run.step("starting Postgres again");
+    let pg = tokio::task::spawn_blocking(move || {
+        pg.resume();
+        pg
+    })
+    .await
+    .unwrap();
+
+    let done = run.wait_phase(&alert, AlertPhase::Completed, 180).await;
+    let diag = run.diagnose(&alert).await;
+    let status = done.status.clone().unwrap();
+    assert_eq!(
+        status.final_analysis.as_deref(),
+        Some("After finding: replace the disk."),
+        "{diag}"
+    );
+    let uid = done.metadata.uid.clone().unwrap();
+    let session = run.store.get_session(&uid).await.unwrap();
+    assert_eq!(session.status, SessionStatus::Completed, "{diag}");
+    let timeline = run.store.session_timeline(&uid).await.unwrap();
+    let mut keys: Vec<(String, i64)> = timeline
+        .iter()
+        .map(|e| {
+            (
+                e.scope.execution_id.clone().unwrap_or_default(),
+                e.sequence_number,
+            )
+        })
+        .collect();
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "duplicate timeline events: {timeline:#?}");
+    let finals = timeline
+        .iter()
+        .filter(|e| e.event_type == TimelineEventType::FinalAnalysis)
+        .count();
+    assert_eq!(finals, 2, "{timeline:#?}");
+    let open = run.store.open_records_in_terminal_sessions().await.unwrap();
+    assert!(open.is_empty(), "records left open: {open:?}");
+    // Waited out, not started over: one conversation, begun once.
+    let rows = run.store.list_session_executions(&uid).await.unwrap();
+    let slow = rows.iter().find(|r| r.agent_name == "slow").unwrap();
+    let messages = run.store.list_messages(&slow.id).await.unwrap();
+    let system = messages
+        .iter()
+        .filter(|m| m.role == tarsy_core::MessageRole::System)
+        .count();
+    assert_eq!(system, 1, "{messages:#?}");
+    run.finish().await;
+    drop(pg);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

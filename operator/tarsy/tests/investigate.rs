@@ -130,6 +130,17 @@ fn the_first_run_works_on_a_fresh_machine() {
         }
     }
     assert!(!stdout.contains("Error"), "a tool call failed:\n{stdout}");
+    // Every tool call's result comes right after the call, before the
+    // agent's next iteration starts.
+    let lines: Vec<&str> = stdout.lines().map(str::trim).collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.starts_with("⚙ ") {
+            assert!(
+                lines.get(i + 1).is_some_and(|next| next.starts_with("→ ")),
+                "the result of {line:?} is not the next line:\n{stdout}"
+            );
+        }
+    }
     assert!(elapsed < Duration::from_secs(60), "took {elapsed:?}");
 
     // --json: one object on stdout; every tool call of the chain succeeded.
