@@ -187,6 +187,10 @@ class LLMServer:
     async def stop(self, grace: float, force: asyncio.Event | None = None) -> None:
         """Drains: reports NOT_SERVING, refuses new calls, lets running ``Generate``
         calls finish for up to ``grace`` s (until ``force`` is set), then ends the rest."""
+        if grace <= 0:
+            await self.health.enter_graceful_shutdown()
+            await self._server.stop(None)
+            return
         # grpc closes the listener and sends GOAWAY on open connections: clients
         # make their next call on a new connection (another replica), calls in
         # progress go on. The stop task does that in its first step, which the
@@ -199,18 +203,18 @@ class LLMServer:
             force = asyncio.Event()
         forced = asyncio.ensure_future(force.wait())
         try:
-            await asyncio.wait([stopping, forced], timeout=grace, return_when=FIRST_COMPLETED)
+            # grpc itself ends what still runs when the grace is over; only a
+            # second signal ends it sooner. A second stop() beside the one in
+            # progress is made only then: two shutdowns of the grpc core at
+            # once can crash the process.
+            await asyncio.wait([stopping, forced], return_when=FIRST_COMPLETED)
         finally:
             forced.cancel()
         if not stopping.done():
-            if self.running_calls:
-                log.warning(
-                    "ending running calls",
-                    extra={
-                        "calls": self.running_calls,
-                        "reason": "signal" if force.is_set() else "grace",
-                    },
-                )
+            log.warning(
+                "ending running calls",
+                extra={"calls": self.running_calls, "reason": "signal"},
+            )
             await self._server.stop(None)  # cancels them now
         await stopping
 
