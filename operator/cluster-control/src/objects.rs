@@ -58,10 +58,9 @@ impl ClusterView {
 #[async_trait]
 impl SystemConfigurationSource for ClusterView {
     async fn configuration(&self) -> Result<SystemConfiguration, String> {
-        let config =
-            crate::namespace_config(&self.client, &self.namespace, &self.defaults)
-                .await
-                .map_err(|e| e.to_string())?;
+        let config = crate::namespace_config(&self.client, &self.namespace, &self.defaults)
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(configuration_view(
             &config,
             "cluster",

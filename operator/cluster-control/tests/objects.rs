@@ -101,8 +101,7 @@ async fn cluster_view_finds_the_objects_behind_a_session() {
         Some(alert_name.as_str())
     );
     // Keyed by its Postgres id, known before its runner reports it.
-    let id =
-        tarsy_exec::ids::execution_id(&session_id, ae.spec.stage.index, ae.spec.agent_index);
+    let id = tarsy_exec::ids::execution_id(&session_id, ae.spec.stage.index, ae.spec.agent_index);
     let execution = objects
         .executions
         .get(&id)
@@ -118,4 +117,3 @@ async fn cluster_view_finds_the_objects_behind_a_session() {
     drop(emulator);
     let _ = std::fs::remove_dir_all(&dir);
 }
-

@@ -77,8 +77,11 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     // The first snapshot before serving: the first probe sees real values.
     health.refresh().await;
     let health_task = health.spawn(HEALTH_INTERVAL);
-    let view =
-        tarsy_cluster_control::objects::ClusterView::new(client.clone(), namespace.clone(), defaults.clone());
+    let view = tarsy_cluster_control::objects::ClusterView::new(
+        client.clone(),
+        namespace.clone(),
+        defaults.clone(),
+    );
     let control = Arc::new(
         KubeSessionControl::new(client, store.clone(), namespace.clone(), defaults)
             .with_publisher(hub.publisher()),

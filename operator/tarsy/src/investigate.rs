@@ -254,8 +254,10 @@ impl Progress {
         *n += 1;
         let n = *n;
         let agent = self.agent(execution_id).await;
-        self.headers
-            .insert(execution_id.to_string(), format!("  {agent} · iteration {n}"));
+        self.headers.insert(
+            execution_id.to_string(),
+            format!("  {agent} · iteration {n}"),
+        );
     }
 
     async fn event(&mut self, msg: &Value) {
