@@ -23,7 +23,7 @@ pub const RESOLVED_AT_ANNOTATION: &str = "tarsy.dev/resolved-at";
 
 /// An Alert the bridge wants to exist.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NewAlert {
+pub struct DesiredAlert {
     /// Object name (deterministic, DNS-1123).
     pub name: String,
     /// Labels (source, fingerprint).
@@ -34,7 +34,7 @@ pub struct NewAlert {
     pub spec: AlertSpec,
 }
 
-impl NewAlert {
+impl DesiredAlert {
     /// The resource to create in `namespace`.
     pub fn to_resource(&self, namespace: &str) -> Alert {
         Alert {
@@ -126,7 +126,7 @@ impl SinkError {
 pub trait AlertSink: Send + Sync + 'static {
     /// Creates the Alert unless an object with its name exists (atomic: two
     /// concurrent calls create it once).
-    async fn create_if_absent(&self, alert: &NewAlert) -> Result<CreateOutcome, SinkError>;
+    async fn create_if_absent(&self, alert: &DesiredAlert) -> Result<CreateOutcome, SinkError>;
     /// The Alert named `name`, if any.
     async fn get(&self, name: &str) -> Result<Option<AlertRecord>, SinkError>;
     /// Every Alert labelled with this fingerprint ([`FINGERPRINT_LABEL`]).
@@ -149,7 +149,9 @@ mod in_memory {
     use async_trait::async_trait;
     use tarsy_crds::{Alert, AlertPhase, AlertStatus};
 
-    use super::{AlertRecord, AlertSink, CreateOutcome, FINGERPRINT_LABEL, NewAlert, SinkError};
+    use super::{
+        AlertRecord, AlertSink, CreateOutcome, DesiredAlert, FINGERPRINT_LABEL, SinkError,
+    };
 
     #[derive(Default)]
     struct Store {
@@ -222,7 +224,7 @@ mod in_memory {
 
     #[async_trait]
     impl AlertSink for InMemoryAlertSink {
-        async fn create_if_absent(&self, alert: &NewAlert) -> Result<CreateOutcome, SinkError> {
+        async fn create_if_absent(&self, alert: &DesiredAlert) -> Result<CreateOutcome, SinkError> {
             let mut g = self.guard()?;
             if g.alerts.contains_key(&alert.name) {
                 return Ok(CreateOutcome::AlreadyExists);
@@ -325,7 +327,7 @@ fn map_kube_error(e: kube::Error, name: &str) -> SinkError {
 
 #[async_trait]
 impl AlertSink for KubeAlertSink {
-    async fn create_if_absent(&self, alert: &NewAlert) -> Result<CreateOutcome, SinkError> {
+    async fn create_if_absent(&self, alert: &DesiredAlert) -> Result<CreateOutcome, SinkError> {
         let pp = PostParams {
             dry_run: false,
             field_manager: Some(FIELD_MANAGER.to_string()),

@@ -394,6 +394,22 @@ export interface components {
             /** @enum {string} */
             cancelled: "chat";
         };
+        /** @description One stage of a chain. */
+        ChainStageView: {
+            /** @description Name. */
+            name: string;
+            /** @description Agents (one entry per configured agent; replicas are a count). */
+            agents: string[];
+            /**
+             * Format: int32
+             * @description Replicas of a single agent (1 when not replicated).
+             */
+            replicas: number;
+            /** @description `all` or `any`, when set. */
+            success_policy?: string | null;
+            /** @description The synthesis agent when the stage runs several executions. */
+            synthesis_agent?: string | null;
+        };
         /** @description One chain. */
         ChainView: {
             /** @description Name. */
@@ -401,7 +417,7 @@ export interface components {
             /** @description Alert types it handles. */
             alert_types: string[];
             /** @description Stages in order. */
-            stages: components["schemas"]["StageView"][];
+            stages: components["schemas"]["ChainStageView"][];
             /** @description Chain-level LLM provider. */
             llm_provider?: string | null;
             /** @description Chain-level iteration strategy. */
@@ -1053,22 +1069,6 @@ export interface components {
          * @enum {string}
          */
         StageKind: "investigation" | "synthesis" | "chat";
-        /** @description One stage of a chain. */
-        StageView: {
-            /** @description Name. */
-            name: string;
-            /** @description Agents (one entry per configured agent; replicas are a count). */
-            agents: string[];
-            /**
-             * Format: int32
-             * @description Replicas of a single agent (1 when not replicated).
-             */
-            replicas: number;
-            /** @description `all` or `any`, when set. */
-            success_policy?: string | null;
-            /** @description The synthesis agent when the stage runs several executions. */
-            synthesis_agent?: string | null;
-        };
         /**
          * @description When a stage with several executions counts as successful.
          * @enum {string}
@@ -1089,7 +1089,7 @@ export interface components {
             /** @description MCP servers, by name. */
             mcp_servers: components["schemas"]["McpServerView"][];
         };
-        /** @description One operational warning shown by `/health`. */
+        /** @description One operational warning (`/health`, the dashboard's System page). */
         SystemWarning: {
             /** @description Unique id. */
             id: string;
@@ -1103,7 +1103,7 @@ export interface components {
             server_id?: string | null;
             /**
              * Format: date-time
-             * @description When it was raised.
+             * @description When it was (last) raised.
              */
             created_at: string;
         };

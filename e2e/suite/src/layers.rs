@@ -11,7 +11,7 @@ use crate::harness::TestApp;
 
 /// The session's layers, normalised, plus the normaliser that names its ids
 /// (to normalise WebSocket events with the same names).
-pub struct Snapshot {
+pub struct LayerSnapshot {
     /// `{session, timeline, trace, llm_interactions, mcp_interactions}`.
     pub document: Value,
     /// Names given to the session's ids.
@@ -23,7 +23,7 @@ fn s(v: &Value) -> &str {
 }
 
 /// Reads every layer of session `id` over REST.
-pub async fn snapshot(app: &TestApp, id: &str) -> Snapshot {
+pub async fn snapshot(app: &TestApp, id: &str) -> LayerSnapshot {
     let mut n = Normalizer::new();
     n.name(id, "session");
     let detail = app.session(id).await;
@@ -153,7 +153,7 @@ pub async fn snapshot(app: &TestApp, id: &str) -> Snapshot {
         "llm_interactions": llm,
         "mcp_interactions": mcp,
     });
-    Snapshot {
+    LayerSnapshot {
         document: n.apply(&document),
         names: n,
     }

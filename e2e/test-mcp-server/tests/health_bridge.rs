@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use tarsy_core::ToolFilter;
-use tarsy_mcp::bridge::{self, BridgeConfig};
+use tarsy_mcp::bridge::{self, StdioBridgeConfig};
 use tarsy_mcp::warnings::CATEGORY_MCP_HEALTH;
 use tarsy_mcp::{
     ExecutorRequest, HealthMonitor, McpClientFactory, SystemWarnings, validate_servers,
@@ -117,7 +117,7 @@ async fn health_monitor_loop_runs_in_the_background() {
 
 #[tokio::test]
 async fn bridge_serves_a_stdio_server_over_http_and_ends_with_it() {
-    let bridge = bridge::start(BridgeConfig::new(0, bin(), vec![]))
+    let bridge = bridge::start(StdioBridgeConfig::new(0, bin(), vec![]))
         .await
         .unwrap();
     assert!(bridge.url().starts_with("http://127.0.0.1:"));
@@ -164,7 +164,7 @@ async fn bridge_serves_a_stdio_server_over_http_and_ends_with_it() {
 #[tokio::test]
 async fn stopping_the_bridge_stops_the_child() {
     use std::os::unix::process::ExitStatusExt;
-    let bridge = bridge::start(BridgeConfig::new(0, bin(), vec![]))
+    let bridge = bridge::start(StdioBridgeConfig::new(0, bin(), vec![]))
         .await
         .unwrap();
     let url = bridge.url();
@@ -186,9 +186,9 @@ fn libc_sigterm() -> i32 {
 
 #[tokio::test]
 async fn bridge_reports_a_command_that_is_not_an_mcp_server() {
-    let err = bridge::start(BridgeConfig {
+    let err = bridge::start(StdioBridgeConfig {
         init_timeout: Duration::from_secs(3),
-        ..BridgeConfig::new(0, "true", vec![])
+        ..StdioBridgeConfig::new(0, "true", vec![])
     })
     .await
     .unwrap_err();
@@ -197,7 +197,7 @@ async fn bridge_reports_a_command_that_is_not_an_mcp_server() {
             .starts_with("the MCP server did not initialise"),
         "{err}"
     );
-    let err = bridge::start(BridgeConfig::new(0, "/nonexistent/server", vec![]))
+    let err = bridge::start(StdioBridgeConfig::new(0, "/nonexistent/server", vec![]))
         .await
         .unwrap_err();
     assert!(

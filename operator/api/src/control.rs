@@ -7,23 +7,7 @@ pub use tarsy_core::control::{
     SessionControl, SubmitError,
 };
 
-/// One operational warning shown by `/health`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
-pub struct SystemWarning {
-    /// Unique id.
-    pub id: String,
-    /// Category, e.g. `mcp_health`.
-    pub category: String,
-    /// One-line message.
-    pub message: String,
-    /// Details (the error).
-    pub details: String,
-    /// The MCP server concerned, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub server_id: Option<String>,
-    /// When it was raised.
-    pub created_at: chrono::DateTime<chrono::Utc>,
-}
+pub use tarsy_core::SystemWarning;
 
 /// Source of the warnings `/health` shows (the MCP crate's `SystemWarnings`
 /// adapts to it in one line).

@@ -47,8 +47,8 @@ pub use dashboard::{Asset, Dashboard};
 pub use error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 pub use openapi::{openapi, openapi_json};
 pub use system::{
-    AgentView, AlertObject, ChainView, ClusterObjectsSource, ExecutionObject, LlmProviderView,
-    McpServerView, SessionObjects, StageView, StaticConfiguration, SystemConfiguration,
+    AgentView, AlertObject, ChainStageView, ChainView, ClusterObjectsSource, ExecutionObject,
+    LlmProviderView, McpServerView, SessionObjects, StaticConfiguration, SystemConfiguration,
     SystemConfigurationSource, configuration_view,
 };
 pub use tarsy_events::lifecycle::publish_chat_accepted;

@@ -41,7 +41,7 @@ pub struct ChainView {
     /// Alert types it handles.
     pub alert_types: Vec<String>,
     /// Stages in order.
-    pub stages: Vec<StageView>,
+    pub stages: Vec<ChainStageView>,
     /// Chain-level LLM provider.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub llm_provider: Option<String>,
@@ -61,7 +61,7 @@ pub struct ChainView {
 
 /// One stage of a chain.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
-pub struct StageView {
+pub struct ChainStageView {
     /// Name.
     pub name: String,
     /// Agents (one entry per configured agent; replicas are a count).
@@ -222,7 +222,7 @@ pub fn configuration_view(
                         let mut agents: Vec<String> =
                             s.agents.iter().flatten().map(|a| a.name.clone()).collect();
                         agents.extend(s.agent.clone());
-                        StageView {
+                        ChainStageView {
                             name: s.name.clone(),
                             replicas: s.replicas_count(),
                             success_policy: s.success_policy.as_ref().map(wire),

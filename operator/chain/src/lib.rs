@@ -25,10 +25,11 @@ mod plan;
 pub use admission::{PendingSession, admit};
 pub use aggregate::aggregate_stage;
 pub use machine::{
-    Action, ExecutionStart, ExecutionView, ExecutiveSummaryView, SessionView, StageResult,
-    StageStart, StageView, StopReason, decide, final_analysis, stage_results,
+    Action, ExecutionStart, ExecutionView, ExecutiveSummaryView, SessionView, StageStart,
+    StageView, StopReason, decide, final_analysis, stage_results,
 };
 pub use plan::{ChainPlan, ExecutionPlan, StagePlan};
+pub use tarsy_core::StageResult;
 
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 use tarsy_core::{
-    ExecutionKind, ExecutionStatus, ParallelType, SessionStatus, StageKind, SuccessPolicy,
+    ExecutionKind, ExecutionStatus, ParallelType, SessionStatus, StageKind, StageResult,
+    SuccessPolicy,
 };
 
 use crate::aggregate::aggregate_stage;
@@ -108,15 +109,6 @@ impl StopReason {
             Self::TimedOut => "session timed out",
         }
     }
-}
-
-/// A completed stage's result, as context for later stages.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StageResult {
-    /// Stage record name.
-    pub stage_name: String,
-    /// Its final analysis.
-    pub final_analysis: String,
 }
 
 /// An execution to create.

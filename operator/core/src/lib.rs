@@ -10,6 +10,7 @@ pub mod config;
 pub mod control;
 pub mod conversation;
 pub mod recorder;
+pub mod report;
 pub mod status;
 pub mod stream;
 
@@ -28,6 +29,7 @@ pub use recorder::{
     NewTimelineEvent, RecordError, RecordScope, RecordWrite, StoredMessage, TimelineEvent,
     error_kind,
 };
+pub use report::{StageResult, SystemWarning};
 pub use status::{
     Backend, ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType,
     McpInteractionType, MessageRole, ParallelType, SessionStatus, StageKind, SuccessPolicy,

@@ -11,7 +11,7 @@ use tarsy_core::{EventPublisher, ExecutionStatus, SessionStatus, StreamEvent};
 
 /// A stage as `stage.status` names it.
 #[derive(Debug, Clone, Copy)]
-pub struct StageRef<'a> {
+pub struct PublishedStage<'a> {
     /// Stage row id.
     pub id: &'a str,
     /// Stage name.
@@ -40,7 +40,7 @@ pub async fn publish_session_status(
 pub async fn publish_stage_status(
     publisher: &dyn EventPublisher,
     session_id: &str,
-    stage: StageRef<'_>,
+    stage: PublishedStage<'_>,
     status: ExecutionStatus,
 ) {
     let event = StreamEvent::StageStatus {

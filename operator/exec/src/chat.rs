@@ -23,7 +23,7 @@ use tarsy_core::{
 };
 use tarsy_engine::ChatContext;
 use tarsy_engine::recording::Recorder;
-use tarsy_events::lifecycle::{StageRef, publish_chat_accepted, publish_stage_status};
+use tarsy_events::lifecycle::{PublishedStage, publish_chat_accepted, publish_stage_status};
 use tarsy_masking::MaskingService;
 use tarsy_store::{Chat, ChatUserMessage, NewAgentExecution, NewStage, Session, Stage, Store};
 
@@ -281,8 +281,8 @@ impl Answer {
         }
     }
 
-    fn stage_ref(&self) -> StageRef<'_> {
-        StageRef {
+    fn stage_ref(&self) -> PublishedStage<'_> {
+        PublishedStage {
             id: &self.stage_id,
             name: CHAT_STAGE_NAME,
             index: i64::from(self.stage_index),

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use tarsy_chain::{ExecutionView, SessionView, StageView, stage_results};
 use tarsy_core::{ExecutionStatus, SessionStatus, StageKind, TimelineEvent, TimelineEventType};
 use tarsy_engine::context::{
-    AgentInvestigation, ChatExchange, ChatHistory, StageInvestigation, StageResult,
-    build_stage_context, format_chat_history, format_investigation_for_synthesis,
+    AgentInvestigation, ChatExchange, ChatHistory, StageInvestigation, build_stage_context,
+    format_chat_history, format_investigation_for_synthesis,
 };
 use tarsy_store::{AgentExecution, Stage, Store};
 
@@ -167,13 +167,7 @@ pub async fn previous_stages(
         .iter()
         .filter(|r| r.index() < before && r.stage.kind != StageKind::Chat)
         .collect();
-    let results: Vec<StageResult> = stage_results(&view_of(&earlier))
-        .into_iter()
-        .map(|r| StageResult {
-            stage_name: r.stage_name,
-            final_analysis: r.final_analysis,
-        })
-        .collect();
+    let results = stage_results(&view_of(&earlier));
     Ok(Some(build_stage_context(&results)).filter(|c| !c.is_empty()))
 }
 

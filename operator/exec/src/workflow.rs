@@ -476,7 +476,7 @@ pub async fn perform(
                 let stage = store
                     .update_stage_status(&stage.id, ExecutionStatus::Active, None)
                     .await?;
-                let stage_ref = lifecycle::StageRef {
+                let stage_ref = lifecycle::PublishedStage {
                     id: &stage.id,
                     name: &stage.stage_name,
                     index: stage.stage_index,
@@ -519,7 +519,7 @@ pub async fn perform(
             .await
         {
             Ok(stage) => {
-                let stage_ref = lifecycle::StageRef {
+                let stage_ref = lifecycle::PublishedStage {
                     id: &stage.id,
                     name: &stage.stage_name,
                     index: stage.stage_index,

@@ -157,7 +157,7 @@ impl Runtime {
         stage_index: i64,
         status: ExecutionStatus,
     ) {
-        let stage = tarsy_events::lifecycle::StageRef {
+        let stage = tarsy_events::lifecycle::PublishedStage {
             id: stage_id,
             name: stage_name,
             index: stage_index,

@@ -77,7 +77,7 @@ pub enum BridgeError {
 
 /// What to bridge.
 #[derive(Debug, Clone)]
-pub struct BridgeConfig {
+pub struct StdioBridgeConfig {
     /// Listen address (default 127.0.0.1).
     pub listen: IpAddr,
     /// Port; 0 picks a free one (tests).
@@ -90,7 +90,7 @@ pub struct BridgeConfig {
     pub init_timeout: Duration,
 }
 
-impl BridgeConfig {
+impl StdioBridgeConfig {
     /// Bridge `command args` on `127.0.0.1:port`.
     pub fn new(port: u16, command: impl Into<String>, args: Vec<String>) -> Self {
         Self {
@@ -115,9 +115,9 @@ pub async fn run(
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).map_err(BridgeError::Signals)?;
     let mut int = signal(SignalKind::interrupt()).map_err(BridgeError::Signals)?;
-    let config = BridgeConfig {
+    let config = StdioBridgeConfig {
         listen,
-        ..BridgeConfig::new(port, command, args.to_vec())
+        ..StdioBridgeConfig::new(port, command, args.to_vec())
     };
     let bridge = start(config).await?;
     tracing::info!(url = %bridge.url(), command, "MCP bridge serving");
@@ -172,7 +172,7 @@ impl RunningBridge {
 
 /// Starts the child, completes the handshake, binds the listener and serves
 /// in the background.
-pub async fn start(config: BridgeConfig) -> Result<RunningBridge, BridgeError> {
+pub async fn start(config: StdioBridgeConfig) -> Result<RunningBridge, BridgeError> {
     let mut child = Command::new(&config.command)
         .args(&config.args)
         .stdin(Stdio::piped())

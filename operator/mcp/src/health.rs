@@ -67,7 +67,7 @@ pub async fn validate_servers(
 
 /// Health of one server as last checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct HealthStatus {
+pub struct ServerHealth {
     /// The last check succeeded.
     pub healthy: bool,
     /// When it was checked.
@@ -84,7 +84,7 @@ pub struct HealthStatus {
 pub struct HealthMonitor {
     client: Arc<McpClient>,
     warnings: Arc<SystemWarnings>,
-    statuses: Arc<StdMutex<BTreeMap<String, HealthStatus>>>,
+    statuses: Arc<StdMutex<BTreeMap<String, ServerHealth>>>,
     cancel: CancellationToken,
     task: StdMutex<Option<JoinHandle<()>>>,
 }
@@ -150,7 +150,7 @@ impl HealthMonitor {
     }
 
     /// Last known status of each server (absent before its first check).
-    pub fn statuses(&self) -> BTreeMap<String, HealthStatus> {
+    pub fn statuses(&self) -> BTreeMap<String, ServerHealth> {
         self.statuses
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -179,7 +179,7 @@ impl HealthMonitor {
 async fn check_all(
     client: &McpClient,
     warnings: &SystemWarnings,
-    statuses: &StdMutex<BTreeMap<String, HealthStatus>>,
+    statuses: &StdMutex<BTreeMap<String, ServerHealth>>,
 ) {
     let servers: Vec<String> = client.servers().map(str::to_owned).collect();
     let results = futures::future::join_all(servers.iter().map(|s| check_server(client, s))).await;
@@ -188,7 +188,7 @@ async fn check_all(
         // A failed check keeps the last known tools: a submission naming
         // them is still right when the server comes back.
         let known = statuses.get(&server).and_then(|s| s.tools.clone());
-        let status = HealthStatus {
+        let status = ServerHealth {
             healthy: result.is_ok(),
             checked_at: Utc::now(),
             error: result.as_ref().err().cloned(),

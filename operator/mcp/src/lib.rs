@@ -24,7 +24,7 @@ pub mod warnings;
 pub use client::McpClient;
 pub use error::McpError;
 pub use executor::{ExecutorRequest, McpClientFactory, McpToolExecutor};
-pub use health::{HealthMonitor, HealthStatus, validate_servers};
+pub use health::{HealthMonitor, ServerHealth, validate_servers};
 pub use selection::resolve_servers;
 pub use timeouts::McpTimeouts;
 pub use warnings::{SystemWarning, SystemWarnings};

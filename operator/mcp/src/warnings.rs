@@ -5,29 +5,12 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use chrono::{DateTime, Utc};
-use serde::Serialize;
+use chrono::Utc;
 
 /// Category of MCP health warnings.
 pub const CATEGORY_MCP_HEALTH: &str = "mcp_health";
 
-/// One warning.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SystemWarning {
-    /// Unique id.
-    pub id: String,
-    /// Category, e.g. [`CATEGORY_MCP_HEALTH`].
-    pub category: String,
-    /// One-line message.
-    pub message: String,
-    /// Details (the error).
-    pub details: String,
-    /// The MCP server concerned, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub server_id: Option<String>,
-    /// When it was (last) raised.
-    pub created_at: DateTime<Utc>,
-}
+pub use tarsy_core::SystemWarning;
 
 /// The warning store. At most one warning per (category, server): adding again
 /// replaces the previous one.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tarsy_core::config::{HttpTransport, TlsOptions};
 use tarsy_core::{McpServerConfig, McpTransport, SummarizationConfig, ToolCall, ToolFilter};
 use tarsy_masking::{AlertMaskingConfig, MaskingService};
-use tarsy_mcp::bridge::{self, BridgeConfig};
+use tarsy_mcp::bridge::{self, StdioBridgeConfig};
 use tarsy_mcp::{ExecutorRequest, McpClientFactory, McpTimeouts, McpToolExecutor};
 
 fn peers_dir() -> PathBuf {
@@ -286,7 +286,7 @@ async fn mcp_server_time_over_stdio() {
 
 #[tokio::test]
 async fn mcp_server_time_through_the_bridge() {
-    let bridge = bridge::start(BridgeConfig::new(0, time_server(), vec![]))
+    let bridge = bridge::start(StdioBridgeConfig::new(0, time_server(), vec![]))
         .await
         .unwrap();
     let transport = McpTransport::Http(http_transport(bridge.url()));

@@ -22,4 +22,4 @@ pub use fixture::{
     FORMAT_VERSION, FixtureError, FixtureSet, RecordedCall, RecordedResult, ServerFixture,
     ToolFixture,
 };
-pub use server::{ReplayServer, RunningHttp, ServeError, serve_stdio, spawn_http};
+pub use server::{ReplayError, ReplayServer, RunningHttp, serve_stdio, spawn_http};

@@ -32,7 +32,7 @@ const LISTED_CALLS: usize = 5;
 
 /// Errors of serving a fixture.
 #[derive(Debug, thiserror::Error)]
-pub enum ServeError {
+pub enum ReplayError {
     /// The MCP session over stdio failed.
     #[error("the MCP session on stdio failed: {0}")]
     Stdio(String),
@@ -222,15 +222,15 @@ impl ServerHandler for ReplayServer {
 }
 
 /// Serves `fixture` on stdin/stdout until the client closes the session.
-pub async fn serve_stdio(fixture: ServerFixture) -> Result<(), ServeError> {
+pub async fn serve_stdio(fixture: ServerFixture) -> Result<(), ReplayError> {
     let running = ReplayServer::new(fixture)
         .serve(rmcp::transport::stdio())
         .await
-        .map_err(|e| ServeError::Stdio(e.to_string()))?;
+        .map_err(|e| ReplayError::Stdio(e.to_string()))?;
     running
         .waiting()
         .await
-        .map_err(|e| ServeError::Stdio(e.to_string()))?;
+        .map_err(|e| ReplayError::Stdio(e.to_string()))?;
     Ok(())
 }
 
@@ -276,13 +276,13 @@ impl RunningHttp {
 pub async fn spawn_http(
     fixture: ServerFixture,
     addr: SocketAddr,
-) -> Result<RunningHttp, ServeError> {
+) -> Result<RunningHttp, ReplayError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| ServeError::Bind { addr, source })?;
+        .map_err(|source| ReplayError::Bind { addr, source })?;
     let addr = listener
         .local_addr()
-        .map_err(|source| ServeError::Bind { addr, source })?;
+        .map_err(|source| ReplayError::Bind { addr, source })?;
     let stop = CancellationToken::new();
     let mut config =
         StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());

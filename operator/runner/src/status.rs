@@ -28,7 +28,7 @@ use tarsy_exec::context;
 
 use crate::RunReport;
 use crate::error::RunnerError;
-use crate::summary::{self, Outcome};
+use crate::summary::{self, TerminalOutcome};
 
 /// Now, as Kubernetes writes times.
 pub(crate) fn now() -> Time {
@@ -295,7 +295,7 @@ impl Ending<'_> {
         }
         let mut status = summary::terminal_status(
             execution_id,
-            &Outcome {
+            &TerminalOutcome {
                 status: result.status,
                 iterations: result.iterations,
                 usage: &result.usage,

@@ -79,7 +79,7 @@ pub fn progress_status(
 /// What the runner records at the end: terminal phase, iterations, tokens,
 /// recent timeline, final analysis and error clipped to
 /// [`MAX_STATUS_TEXT_CHARS`].
-pub struct Outcome<'a> {
+pub struct TerminalOutcome<'a> {
     /// Terminal status.
     pub status: ExecutionStatus,
     /// Iterations run.
@@ -102,10 +102,10 @@ fn calls_of(t: tarsy_telemetry::CallTotals) -> CallCountsStatus {
     }
 }
 
-/// The terminal status for `outcome` (see [`Outcome`]).
+/// The terminal status for `outcome` (see [`TerminalOutcome`]).
 pub fn terminal_status(
     execution_id: &str,
-    outcome: &Outcome<'_>,
+    outcome: &TerminalOutcome<'_>,
     events: &[TimelineEvent],
     started_at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
     completed_at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
@@ -272,7 +272,7 @@ mod tests {
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let s = terminal_status(
             "x",
-            &Outcome {
+            &TerminalOutcome {
                 status: ExecutionStatus::Completed,
                 iterations: 3,
                 usage: &usage,

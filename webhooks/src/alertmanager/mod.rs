@@ -48,7 +48,7 @@ use crate::auth::BridgeAuth;
 use crate::error::error;
 use crate::resources::{ReadError, ResourceReader};
 use crate::sink::{
-    AlertRecord, AlertSink, CreateOutcome, FINGERPRINT_LABEL, NewAlert, RESOLVED_AT_ANNOTATION,
+    AlertRecord, AlertSink, CreateOutcome, DesiredAlert, FINGERPRINT_LABEL, RESOLVED_AT_ANNOTATION,
     SOURCE_LABEL, STARTS_AT_ANNOTATION, SinkError,
 };
 pub use payload::{AmAlert, AmStatus, PayloadError, WebhookPayload, parse_payload};
@@ -188,7 +188,7 @@ pub fn router(state: BridgeState) -> Router {
 /// What happened to one alert of a notification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Outcome {
+pub enum NoticeOutcome {
     /// A new Alert was created.
     Created,
     /// An Alert for this firing episode exists already; nothing was created.
@@ -215,7 +215,7 @@ pub struct AlertResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alert_type: Option<String>,
     /// What happened.
-    pub outcome: Outcome,
+    pub outcome: NoticeOutcome,
     /// Alerts concerned (created, duplicate-of, annotated).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub alerts: Vec<String>,
@@ -230,7 +230,7 @@ pub struct AlertResult {
 /// The response body of an accepted notification.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub struct BridgeReport {
     /// Receiver of the notification.
     pub receiver: String,
     /// Group key of the notification.
@@ -318,7 +318,7 @@ async fn receive(State(state): State<BridgeState>, headers: HeaderMap, body: Bod
 
 /// Processes a parsed notification against the state's sink and returns the
 /// report (also what the HTTP handler sends back).
-pub async fn process(state: &BridgeState, payload: &WebhookPayload) -> Report {
+pub async fn process(state: &BridgeState, payload: &WebhookPayload) -> BridgeReport {
     if payload.truncated_alerts > 0 {
         tracing::warn!(
             receiver = %payload.receiver,
@@ -339,15 +339,15 @@ pub async fn process(state: &BridgeState, payload: &WebhookPayload) -> Report {
         .buffered(state.config.concurrency.max(1))
         .collect()
         .await;
-    let count = |o: Outcome| results.iter().filter(|r| r.outcome == o).count();
-    let report = Report {
+    let count = |o: NoticeOutcome| results.iter().filter(|r| r.outcome == o).count();
+    let report = BridgeReport {
         receiver: payload.receiver.clone(),
         group_key: payload.group_key.clone(),
-        created: count(Outcome::Created),
-        duplicates: count(Outcome::Duplicate),
-        resolved: count(Outcome::Resolved) + count(Outcome::Unknown),
-        rejected: count(Outcome::Rejected),
-        failed: count(Outcome::Failed),
+        created: count(NoticeOutcome::Created),
+        duplicates: count(NoticeOutcome::Duplicate),
+        resolved: count(NoticeOutcome::Resolved) + count(NoticeOutcome::Unknown),
+        rejected: count(NoticeOutcome::Rejected),
+        failed: count(NoticeOutcome::Failed),
         truncated_alerts: payload.truncated_alerts,
         results,
     };
@@ -364,11 +364,11 @@ pub async fn process(state: &BridgeState, payload: &WebhookPayload) -> Report {
     let metrics = tarsy_telemetry::global();
     for r in &report.results {
         metrics.webhook_alert(match r.outcome {
-            Outcome::Created => "created",
-            Outcome::Duplicate => "duplicate",
-            Outcome::Resolved | Outcome::Unknown => "resolved",
-            Outcome::Rejected => "rejected",
-            Outcome::Failed => "failed",
+            NoticeOutcome::Created => "created",
+            NoticeOutcome::Duplicate => "duplicate",
+            NoticeOutcome::Resolved | NoticeOutcome::Unknown => "resolved",
+            NoticeOutcome::Rejected => "rejected",
+            NoticeOutcome::Failed => "failed",
         });
     }
     report
@@ -387,7 +387,7 @@ impl Ctx<'_> {
             fingerprint: alert.fingerprint.clone(),
             status: alert.status,
             alert_type: None,
-            outcome: Outcome::Rejected,
+            outcome: NoticeOutcome::Rejected,
             alerts: Vec::new(),
             cancelled: Vec::new(),
             message: None,
@@ -402,9 +402,9 @@ impl Ctx<'_> {
         };
         if let Err(e) = outcome {
             result.outcome = if e.is_transient() {
-                Outcome::Failed
+                NoticeOutcome::Failed
             } else {
-                Outcome::Rejected
+                NoticeOutcome::Rejected
             };
             result.message = Some(e.to_string());
             tracing::warn!(fingerprint = %alert.fingerprint, error = %e, "alert not processed");
@@ -455,7 +455,7 @@ impl Ctx<'_> {
         let starts_at = rfc3339(alert.starts_at);
         let existing = self.state.sink.find_by_fingerprint(token).await?;
         if let Some(active) = existing.iter().find(|r| r.is_active()) {
-            result.outcome = Outcome::Duplicate;
+            result.outcome = NoticeOutcome::Duplicate;
             result.alerts = vec![active.name.clone()];
             result.message = Some("an investigation of this alert is still active".into());
             return Ok(());
@@ -463,7 +463,7 @@ impl Ctx<'_> {
         if let Some(latest) = latest_episode(&existing, &base)
             && latest.annotations.get(STARTS_AT_ANNOTATION) == Some(&starts_at)
         {
-            result.outcome = Outcome::Duplicate;
+            result.outcome = NoticeOutcome::Duplicate;
             result.alerts = vec![latest.name.clone()];
             result.message = Some(format!(
                 "this firing episode (startsAt {starts_at}) was already investigated"
@@ -471,7 +471,7 @@ impl Ctx<'_> {
             return Ok(());
         }
         let name = next_name(&existing, &base);
-        let new = NewAlert {
+        let new = DesiredAlert {
             name: name.clone(),
             labels: [
                 (SOURCE_LABEL.to_string(), "alertmanager".to_string()),
@@ -484,14 +484,14 @@ impl Ctx<'_> {
         result.alerts = vec![name];
         match self.state.sink.create_if_absent(&new).await? {
             CreateOutcome::Created => {
-                result.outcome = Outcome::Created;
+                result.outcome = NoticeOutcome::Created;
                 if !warnings.is_empty() {
                     result.message = Some(warnings.join("; "));
                 }
             }
             CreateOutcome::AlreadyExists => {
                 // Another notification (or bridge replica) won the race.
-                result.outcome = Outcome::Duplicate;
+                result.outcome = NoticeOutcome::Duplicate;
                 result.message = Some("created concurrently by another notification".into());
             }
         }
@@ -506,7 +506,7 @@ impl Ctx<'_> {
     ) -> Result<(), SinkError> {
         let existing = self.state.sink.find_by_fingerprint(token).await?;
         if existing.is_empty() {
-            result.outcome = Outcome::Unknown;
+            result.outcome = NoticeOutcome::Unknown;
             result.message = Some("no Alert exists for this fingerprint".into());
             return Ok(());
         }
@@ -525,7 +525,7 @@ impl Ctx<'_> {
                 result.cancelled.push(record.name.clone());
             }
         }
-        result.outcome = Outcome::Resolved;
+        result.outcome = NoticeOutcome::Resolved;
         if result.alerts.is_empty() {
             result.message = Some("already recorded as resolved".into());
         }

@@ -1,5 +1,7 @@
 //! Stage context: previous stages' final analyses for the next stage.
 
+pub use tarsy_core::StageResult;
+
 /// Opens the previous-stages block.
 pub const CHAIN_CONTEXT_START: &str = "<!-- CHAIN_CONTEXT_START -->";
 /// Closes the previous-stages block.
@@ -12,16 +14,6 @@ pub const STAGE_CONTEXT_END: &str = "<!-- STAGE_CONTEXT_END -->";
 pub const INVESTIGATION_HISTORY_START: &str = "<!-- INVESTIGATION_HISTORY_START -->";
 /// Closes the session history block of a chat prompt.
 pub const INVESTIGATION_HISTORY_END: &str = "<!-- INVESTIGATION_HISTORY_END -->";
-
-/// A completed stage's result.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StageResult {
-    /// Stage name.
-    pub stage_name: String,
-    /// Its final analysis (the synthesis result for a parallel stage); empty
-    /// when it produced none.
-    pub final_analysis: String,
-}
 
 /// Formats completed stages for the next stage's prompt: each stage's name
 /// and final analysis, in order, inside the chain context markers. Empty
