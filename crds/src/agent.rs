@@ -2,14 +2,13 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use tarsy_config::model::AgentSpec;
 
-use crate::common::IterationStrategy;
-
-/// An agent definition: what it is told, which MCP servers it may use and how
-/// it iterates. A resource named like a built-in agent (KubernetesAgent,
-/// ChatAgent, SynthesisAgent) replaces it.
-#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+// The spec of an [`Agent`]: the model's [`AgentSpec`]. (A doc comment here would replace the
+// model's description in the CRD schema.)
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "tarsy.dev",
     version = "v1alpha1",
@@ -44,29 +43,11 @@ use crate::common::IterationStrategy;
     ),
     doc = "A TARSy agent definition: instructions, MCP servers and iteration strategy."
 )]
-#[serde(rename_all = "camelCase")]
-pub struct AgentSpec {
-    /// What the agent does (shown in the UI and to other agents).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 4096))]
-    pub description: Option<String>,
-    /// Agent-specific instructions: the third tier of the system prompt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 65536))]
-    pub custom_instructions: Option<String>,
-    /// MCP servers the agent may use (chains and stages may replace the list).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32))]
-    #[schemars(extend("x-kubernetes-list-type" = "set"))]
-    pub mcp_servers: Option<Vec<String>>,
-    /// Iteration strategy (overrides the default; chains and stages may override it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iteration_strategy: Option<IterationStrategy>,
-    /// Iterations before a forced conclusion (overrides the default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1000))]
-    pub max_iterations: Option<u32>,
-}
+#[serde(transparent)]
+#[schemars(transparent)]
+pub struct AgentResourceSpec(pub AgentSpec);
+
+crate::spec_wrapper!(AgentResourceSpec => AgentSpec);
 
 /// Observed state of an Agent.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -7,8 +7,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::alert::NativeTools;
-use crate::common::{Backend, DURATION_RULE, ExecutionKind, ExecutionPhase, IterationStrategy};
+use tarsy_config::model::{DURATION_RULE, NativeTools, format_duration, parse_duration};
+use tarsy_config::{Config, ResolveError};
+use tarsy_core::{Backend, ExecutionKind, IterationStrategy, ResolvedAgentConfig};
+
+use crate::common::ExecutionPhase;
 
 /// Annotation asking an execution to stop (set by the operator or the API;
 /// the operator then ends its pod and the runner records the outcome).
@@ -166,6 +169,57 @@ pub struct ResolvedConfigSpec {
     /// chain's `onMcpServerUnavailable: fail`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fail_on_unavailable_server: bool,
+}
+
+impl From<&ResolvedAgentConfig> for ResolvedConfigSpec {
+    /// The AgentExecution form of a resolved configuration: names and values
+    /// only (the provider by name; the runner rebuilds the rest with
+    /// [`ResolvedConfigSpec::resolve`]).
+    fn from(resolved: &ResolvedAgentConfig) -> Self {
+        Self {
+            iteration_strategy: resolved.iteration_strategy,
+            backend: resolved.backend,
+            llm_provider: resolved.llm_provider.name.clone(),
+            max_iterations: resolved.max_iterations,
+            iteration_timeout: format_duration(resolved.iteration_timeout),
+            mcp_servers: resolved.mcp_servers.clone(),
+            tool_filter: resolved.tool_filter.clone(),
+            custom_instructions: resolved.custom_instructions.clone(),
+            native_tools_override: resolved.native_tools_override.clone(),
+            fail_on_unavailable_server: resolved.fail_on_unavailable_server,
+        }
+    }
+}
+
+impl ResolvedConfigSpec {
+    /// Rebuilds the engine configuration: the provider, with its fallbacks,
+    /// comes from `config`; everything else from this spec.
+    pub fn resolve(
+        &self,
+        config: &Config,
+        agent_name: &str,
+        display_name: &str,
+    ) -> Result<ResolvedAgentConfig, ResolveError> {
+        let iteration_timeout =
+            parse_duration(&self.iteration_timeout).map_err(|source| ResolveError::Duration {
+                field: "spec.resolved.iterationTimeout".to_string(),
+                source,
+            })?;
+        Ok(ResolvedAgentConfig {
+            agent_name: agent_name.to_string(),
+            display_name: display_name.to_string(),
+            iteration_strategy: self.iteration_strategy,
+            backend: self.backend,
+            llm_provider: config.llm_provider_config(&self.llm_provider)?,
+            max_iterations: self.max_iterations,
+            iteration_timeout,
+            mcp_servers: self.mcp_servers.clone(),
+            tool_filter: self.tool_filter.clone(),
+            custom_instructions: self.custom_instructions.clone(),
+            native_tools_override: self.native_tools_override.clone(),
+            fail_on_unavailable_server: self.fail_on_unavailable_server,
+        })
+    }
 }
 
 /// A follow-up chat question.

@@ -1,20 +1,19 @@
 //! `Alert`: one alert to investigate. Written by users, the Alertmanager
 //! bridge and the REST API; its status is the bounded summary of the session.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use tarsy_config::model::AlertSpec;
 
-use crate::common::{ExecutionPhase, MAX_ALERT_DATA_BYTES, ParallelType, StageKind, SuccessPolicy};
+use tarsy_core::{ParallelType, StageKind, SuccessPolicy};
 
-/// An alert for TARSy to investigate. The operator picks a Chain (`chainRef`,
-/// else the Chain whose `alertTypes` lists `alertType`), runs its stages as
-/// AgentExecutions and records the result in `status` (summary) and in
-/// Postgres (everything).
-#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+use crate::common::ExecutionPhase;
+
+// The spec of an [`Alert`]: the model's [`AlertSpec`]. (A doc comment here would replace the
+// model's description in the CRD schema.)
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "tarsy.dev",
     version = "v1alpha1",
@@ -56,135 +55,11 @@ use crate::common::{ExecutionPhase, MAX_ALERT_DATA_BYTES, ParallelType, StageKin
     ),
     doc = "An alert for TARSy to investigate: a Chain of agents analyses it and the result is kept in status and in Postgres."
 )]
-#[x_kube(validation = Rule::new("has(self.chainRef) == has(oldSelf.chainRef) && (!has(self.chainRef) || self.chainRef == oldSelf.chainRef)").message("chainRef is immutable"))]
-#[x_kube(validation = Rule::new("has(self.mcpSelection) == has(oldSelf.mcpSelection) && (!has(self.mcpSelection) || self.mcpSelection == oldSelf.mcpSelection)").message("mcpSelection is immutable"))]
-#[serde(rename_all = "camelCase")]
-pub struct AlertSpec {
-    /// Alert type (e.g. `KubePodCrashLooping`). Selects the Chain whose
-    /// `alertTypes` contains it, unless `chainRef` names a Chain. Immutable.
-    #[schemars(length(min = 1, max = 253))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("alertType is immutable"))]
-    pub alert_type: String,
+#[serde(transparent)]
+#[schemars(transparent)]
+pub struct AlertResourceSpec(pub AlertSpec);
 
-    /// The alert payload as opaque text (YAML, JSON or prose), at most 1 MiB.
-    /// It is masked before any agent or record sees it. Immutable.
-    #[x_kube(validation = Rule::new(format!("size(bytes(self)) <= {MAX_ALERT_DATA_BYTES}")).message(format!("data must not exceed 1 MiB ({MAX_ALERT_DATA_BYTES} bytes)").as_str()))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("data is immutable"))]
-    pub data: String,
-
-    /// Name of the Chain (same namespace) to run, overriding the lookup by
-    /// `alertType`. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub chain_ref: Option<String>,
-
-    /// URL of a runbook the agents receive as context.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 2048))]
-    #[x_kube(validation = Rule::new("self.matches('^https?://')").message("runbookUrl must be an http(s) URL"))]
-    pub runbook_url: Option<String>,
-
-    /// Per-alert MCP selection: REPLACES (never merges with) the MCP servers
-    /// the chain and agents would use, optionally restricting tools per
-    /// server, and overrides the providers' native tools. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mcp_selection: Option<McpSelectionSpec>,
-
-    /// Who submitted the alert (API: X-Forwarded-User, then X-Forwarded-Email).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
-    pub author: Option<String>,
-
-    /// Where the alert came from (e.g. the Alertmanager bridge and the alert's
-    /// fingerprint, used to deduplicate).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<AlertSource>,
-
-    /// Set to true to cancel the investigation (Cancelling, then Cancelled).
-    /// Once true it cannot be set back to false.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self || !oldSelf").message("cancel cannot be withdrawn once set"))]
-    pub cancel: Option<bool>,
-}
-
-/// Origin of an alert.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct AlertSource {
-    /// The submitting system: `alertmanager`, `api`, `kubectl`, ...
-    #[schemars(length(min = 1, max = 63))]
-    pub system: String,
-    /// The alert's identity in that system (Alertmanager fingerprint).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
-    pub fingerprint: Option<String>,
-}
-
-/// Gemini native tools, by name (`google_search`, `code_execution`,
-/// `url_context`) → enabled.
-pub type NativeTools = BTreeMap<String, bool>;
-
-/// Names accepted as native tool keys (`tarsy-core`'s).
-pub use tarsy_core::NATIVE_TOOL_NAMES;
-
-/// A per-alert MCP selection override.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct McpSelectionSpec {
-    /// The complete MCP server set for this alert (each server at most once).
-    #[schemars(length(min = 1, max = 32))]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
-    pub servers: Vec<McpServerSelectionSpec>,
-    /// Native tools override (Gemini), by name: google_search, code_execution, url_context.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self.all(k, k in ['google_search', 'code_execution', 'url_context'])").message("nativeTools keys must be google_search, code_execution or url_context"))]
-    pub native_tools: Option<NativeTools>,
-}
-
-/// One MCP server of a selection.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct McpServerSelectionSpec {
-    /// Name of an MCPServer (or a built-in server).
-    #[schemars(length(min = 1, max = 253))]
-    pub name: String,
-    /// Tools of this server the agents may call; absent or empty means all tools.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 256))]
-    pub tools: Option<Vec<String>>,
-}
-
-impl From<&McpSelectionSpec> for tarsy_core::McpSelection {
-    fn from(spec: &McpSelectionSpec) -> Self {
-        tarsy_core::McpSelection {
-            servers: spec
-                .servers
-                .iter()
-                .map(|s| tarsy_core::McpServerSelection {
-                    name: s.name.clone(),
-                    tools: s.tools.clone(),
-                })
-                .collect(),
-            native_tools: spec.native_tools.clone(),
-        }
-    }
-}
-
-impl From<&tarsy_core::McpSelection> for McpSelectionSpec {
-    fn from(sel: &tarsy_core::McpSelection) -> Self {
-        McpSelectionSpec {
-            servers: sel
-                .servers
-                .iter()
-                .map(|s| McpServerSelectionSpec {
-                    name: s.name.clone(),
-                    tools: s.tools.clone(),
-                })
-                .collect(),
-            native_tools: sel.native_tools.clone(),
-        }
-    }
-}
+crate::spec_wrapper!(AlertResourceSpec => AlertSpec);
 
 /// Phase of an alert's investigation session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

@@ -2,14 +2,13 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use tarsy_config::model::ChainSpec;
 
-use crate::common::{DURATION_RULE, IterationStrategy, McpUnavailablePolicy, SuccessPolicy};
-
-/// A chain of investigation stages for a set of alert types. Stages run in
-/// order; the agents of one stage run in parallel. Settings cascade:
-/// defaults → agent → chain → stage → stage agent.
-#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+// The spec of a [`Chain`]: the model's [`ChainSpec`]. (A doc comment here would replace the
+// model's description in the CRD schema.)
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "tarsy.dev",
     version = "v1alpha1",
@@ -38,214 +37,11 @@ use crate::common::{DURATION_RULE, IterationStrategy, McpUnavailablePolicy, Succ
     ),
     doc = "A chain of investigation stages run for a set of alert types."
 )]
-#[serde(rename_all = "camelCase")]
-pub struct ChainSpec {
-    /// Alert types this chain handles. An alert type may be claimed by only
-    /// one chain in a namespace (checked by the admission webhook).
-    #[serde(default)]
-    #[schemars(length(max = 128))]
-    #[schemars(extend("x-kubernetes-list-type" = "set"))]
-    pub alert_types: Vec<String>,
+#[serde(transparent)]
+#[schemars(transparent)]
+pub struct ChainResourceSpec(pub ChainSpec);
 
-    /// Stages, run in order. Stage names are unique.
-    #[schemars(length(min = 1, max = 32))]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
-    pub stages: Vec<StageSpec>,
-
-    /// LLMProvider for every agent of the chain (stage agents may override).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub llm_provider: Option<String>,
-
-    /// Iteration strategy for every agent of the chain (stage agents may override).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iteration_strategy: Option<IterationStrategy>,
-
-    /// Iterations before an agent is forced to conclude (overrides agents and defaults).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1000))]
-    pub max_iterations: Option<u32>,
-
-    /// Timeout of one iteration (LLM call plus its tool calls), Go duration, e.g. `120s`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32))]
-    #[x_kube(validation = Rule::new(DURATION_RULE).message("iterationTimeout must be a positive duration such as 120s"))]
-    pub iteration_timeout: Option<String>,
-
-    /// MCP servers for every agent of the chain (overrides the agents' own
-    /// lists; stage agents may override again).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32))]
-    #[schemars(extend("x-kubernetes-list-type" = "set"))]
-    pub mcp_servers: Option<Vec<String>>,
-
-    /// What agents do when one of their MCP servers cannot be used:
-    /// `continue` with the tools they have (default) or `fail` the execution.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_mcp_server_unavailable: Option<McpUnavailablePolicy>,
-
-    /// Slack channel of this chain's notifications (default: the one
-    /// TARSy is configured with), e.g. `#payments-oncall`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 80))]
-    pub slack_channel: Option<String>,
-
-    /// LLMProvider for the executive summary (default: `llmProvider`, then the default provider).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub executive_summary_provider: Option<String>,
-
-    /// Follow-up chat on finished investigations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chat: Option<ChatSpec>,
-
-    /// Whole-session timeout, Go duration (default 15m); the session ends TimedOut.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32))]
-    #[x_kube(validation = Rule::new(DURATION_RULE).message("sessionTimeout must be a positive duration such as 15m"))]
-    pub session_timeout: Option<String>,
-
-    /// Service account the investigation pods run as (default: the operator's
-    /// read-only investigator account).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub service_account_name: Option<String>,
-}
-
-/// One stage: several different agents (`agents`), or one agent (`agent`,
-/// or `agents` with a single entry) run `replicas` times. Its executions run
-/// in parallel; more than one execution triggers a synthesis.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[x_kube(validation = Rule::new("has(self.agents) != has(self.agent)").message("a stage needs either agents or agent, not both"))]
-#[x_kube(validation = Rule::new("!has(self.replicas) || has(self.agent) || (has(self.agents) && size(self.agents) == 1)").message("replicas needs a single agent: agent, or agents with one entry").field_path(".replicas"))]
-#[x_kube(validation = Rule::new("!has(self.replicas) || self.replicas >= 1").message("replicas must be at least 1").field_path(".replicas"))]
-#[serde(rename_all = "camelCase")]
-pub struct StageSpec {
-    /// Stage name, unique in the chain.
-    #[schemars(length(min = 1, max = 253))]
-    pub name: String,
-
-    /// Agents run in parallel in this stage (each with its own overrides).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 16))]
-    pub agents: Option<Vec<StageAgentSpec>>,
-
-    /// One agent (named `{agent}-1` ... `{agent}-N` when `replicas` > 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub agent: Option<String>,
-
-    /// How many copies of the stage's single agent (`agent`, or the one
-    /// entry of `agents`, with its overrides) run (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(max = 16))]
-    pub replicas: Option<u32>,
-
-    /// all: every execution must complete; any: one is enough (default any).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub success_policy: Option<SuccessPolicy>,
-
-    /// Iterations before this stage's agents are forced to conclude.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1000))]
-    pub max_iterations: Option<u32>,
-
-    /// Synthesis of this stage's parallel results (used when it has more than one execution).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub synthesis: Option<SynthesisSpec>,
-}
-
-impl StageSpec {
-    /// Number of copies of the stage's agent (1 when `replicas` is unset).
-    pub fn replicas_count(&self) -> u32 {
-        self.replicas.unwrap_or(1)
-    }
-}
-
-/// An agent in a stage, with per-agent overrides.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct StageAgentSpec {
-    /// Agent name: an Agent resource or a built-in agent (KubernetesAgent, ChatAgent, SynthesisAgent).
-    #[schemars(length(min = 1, max = 253))]
-    pub name: String,
-    /// LLMProvider for this agent only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub llm_provider: Option<String>,
-    /// Iteration strategy for this agent only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iteration_strategy: Option<IterationStrategy>,
-    /// Iterations before this agent is forced to conclude.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1000))]
-    pub max_iterations: Option<u32>,
-    /// MCP servers for this agent only (replaces the agent's and chain's lists).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32))]
-    #[schemars(extend("x-kubernetes-list-type" = "set"))]
-    pub mcp_servers: Option<Vec<String>>,
-}
-
-impl StageAgentSpec {
-    /// A stage agent with no overrides.
-    pub fn named(name: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            llm_provider: None,
-            iteration_strategy: None,
-            max_iterations: None,
-            mcp_servers: None,
-        }
-    }
-}
-
-/// How a stage's parallel results are combined.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[x_kube(validation = Rule::new("!has(self.iterationStrategy) || self.iterationStrategy in ['synthesis', 'synthesis-native-thinking', 'single-call']").message("synthesis.iterationStrategy must be synthesis, synthesis-native-thinking or single-call (synthesis is tool-less)").field_path(".iterationStrategy"))]
-#[serde(rename_all = "camelCase")]
-pub struct SynthesisSpec {
-    /// Synthesis agent (default: built-in SynthesisAgent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub agent: Option<String>,
-    /// LLMProvider for the synthesis.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub llm_provider: Option<String>,
-    /// Strategy: synthesis, synthesis-native-thinking or single-call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iteration_strategy: Option<IterationStrategy>,
-}
-
-/// Follow-up chat settings.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ChatSpec {
-    /// Whether users may ask follow-up questions (default true).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub enabled: Option<bool>,
-    /// Chat agent (default: built-in ChatAgent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub agent: Option<String>,
-    /// LLMProvider for chat answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub llm_provider: Option<String>,
-    /// Iteration strategy for chat answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iteration_strategy: Option<IterationStrategy>,
-    /// Iterations before a chat answer is forced to conclude.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1000))]
-    pub max_iterations: Option<u32>,
-    /// MCP servers for chat (default: the chain's, else the union of its stages' servers).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32))]
-    #[schemars(extend("x-kubernetes-list-type" = "set"))]
-    pub mcp_servers: Option<Vec<String>>,
-}
+crate::spec_wrapper!(ChainResourceSpec => ChainSpec);
 
 /// Observed state of a Chain.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -11,10 +11,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use tarsy_config::convert::env_name_for_key;
 
 use crate::{
-    API_VERSION, AgentExecution, AgentExecutionSpec, Alert, AlertSpec, ChatRequestSpec,
-    ExecutionKind, ResolvedConfigSpec, SecretKeyRef, StageRef,
+    API_VERSION, AgentExecution, AgentExecutionSpec, Alert, ChatRequestSpec, ExecutionKind,
+    ResolvedConfigSpec, SecretKeyRef, StageRef,
 };
 
 pub use crate::agent_execution::{STOP_ANNOTATION, STOP_CANCELLED, STOP_TIMED_OUT};
@@ -64,7 +65,7 @@ pub mod runner_env {
     pub const POD_NAMESPACE: &str = "TARSY_POD_NAMESPACE";
     /// The token sent with runbook downloads to private repositories (from
     /// a Secret, never a value; local mode reads the same variable).
-    pub const RUNBOOK_TOKEN: &str = "TARSY_RUNBOOK_GITHUB_TOKEN";
+    pub use tarsy_config::defaults::RUNBOOK_TOKEN_ENV as RUNBOOK_TOKEN;
 }
 
 /// The environment variable through which the runner receives the value of
@@ -76,20 +77,6 @@ pub fn secret_env_name(r: &SecretKeyRef) -> String {
         env_name_for_key(&r.name),
         env_name_for_key(&r.key)
     )
-}
-
-/// `key` as an environment variable name: upper-cased, characters other
-/// than ASCII letters and digits → `_`.
-pub fn env_name_for_key(key: &str) -> String {
-    key.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// Longest DNS label (RFC 1123), which also bounds label values and pod
@@ -193,32 +180,6 @@ pub fn owned_by(ae: &AgentExecution, uid: &str) -> bool {
         .iter()
         .flatten()
         .any(|o| o.uid == uid && o.kind == "Alert")
-}
-
-/// An Alert as a submission: the same record as an alert posted to the API,
-/// so that every writer builds the same session row from it (and every entry
-/// point checks the same alert). `default_author` stands in when the Alert
-/// names none (empty: no author).
-pub fn submission_of(alert: &Alert, default_author: &str) -> tarsy_core::control::NewAlert {
-    submission_of_spec(&alert.spec, default_author)
-}
-
-/// [`submission_of`] for an Alert not created yet, by its spec.
-pub fn submission_of_spec(spec: &AlertSpec, default_author: &str) -> tarsy_core::control::NewAlert {
-    tarsy_core::control::NewAlert {
-        alert_type: spec.alert_type.clone(),
-        data: spec.data.clone(),
-        chain: spec.chain_ref.clone(),
-        runbook_url: spec.runbook_url.clone(),
-        mcp_selection: spec
-            .mcp_selection
-            .as_ref()
-            .map(tarsy_core::McpSelection::from),
-        author: spec
-            .author
-            .clone()
-            .unwrap_or_else(|| default_author.to_string()),
-    }
 }
 
 /// The label selector of an Alert's AgentExecutions.

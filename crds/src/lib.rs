@@ -9,10 +9,14 @@
 //! | [`MCPServer`] | GitOps | a tool server: sidecar container, stdio command or remote URL |
 //! | [`LLMProvider`] | GitOps | a model, its credentials (by reference) and fallbacks |
 //!
-//! Every field carries a doc comment, which becomes its schema description
-//! (so `kubectl explain` works). Single-object invariants are CEL rules
-//! (`x-kubernetes-validations`); invariants that need other objects are the
-//! admission webhook's and `tarsy-config`'s job.
+//! The specs of the configuration kinds and of Alert are `tarsy-config`'s
+//! model ([`tarsy_config::model`], re-exported here), wrapped for the API
+//! server; this crate adds the statuses, the AgentExecution kind and the
+//! cluster contract ([`contract`]: labels, annotations, names, the runner's
+//! environment). Every field carries a doc comment, which becomes its schema
+//! description (so `kubectl explain` works). Single-object invariants are
+//! CEL rules (`x-kubernetes-validations`); invariants that need other
+//! objects are the admission webhook's and `tarsy-config`'s job.
 //!
 //! [`render_manifests`] produces the committed `crds/manifests/*.yaml`
 //! (`tarsy crdgen` writes them); a test fails when they are stale.
@@ -28,48 +32,60 @@ pub mod agent_execution;
 pub mod alert;
 pub mod chain;
 pub mod common;
+pub mod config;
 pub mod contract;
 pub mod llm_provider;
 pub mod mcp_server;
-pub mod validate;
 
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-pub use agent::{Agent, AgentSpec, AgentStatus};
+pub use agent::{Agent, AgentResourceSpec, AgentStatus};
 pub use agent_execution::{
     AgentExecution, AgentExecutionSpec, AgentExecutionStatus, CallCountsStatus, ChatRequestSpec,
     MAX_MCP_OUTCOME_ERROR_CHARS, MAX_MCP_OUTCOMES, McpServerOutcome, ResolvedConfigSpec,
     STOP_ANNOTATION, STOP_CANCELLED, STOP_TIMED_OUT, StageRef, TimelineSnippet, TokenUsageStatus,
 };
 pub use alert::{
-    Alert, AlertPhase, AlertSource, AlertSpec, AlertStatus, McpSelectionSpec,
-    McpServerSelectionSpec, NATIVE_TOOL_NAMES, NativeTools, StageStatus, UnstartedExecution,
+    Alert, AlertPhase, AlertResourceSpec, AlertStatus, StageStatus, UnstartedExecution,
 };
-pub use chain::{
-    Chain, ChainSpec, ChainStatus, ChatSpec, StageAgentSpec, StageSpec, SynthesisSpec,
-};
+pub use chain::{Chain, ChainResourceSpec, ChainStatus};
 pub use common::{
-    Backend, DURATION_RULE, DurationError, ExecutionKind, ExecutionPhase, IterationStrategy,
-    MAX_ALERT_DATA_BYTES, MAX_RECENT_TIMELINE, MAX_SNIPPET_CHARS, MAX_STATUS_TEXT_CHARS,
-    McpUnavailablePolicy, ParallelType, SecretKeyRef, StageKind, SuccessPolicy, clip,
-    format_duration, parse_duration,
+    ExecutionPhase, MAX_ALERT_DATA_BYTES, MAX_RECENT_TIMELINE, MAX_SNIPPET_CHARS,
+    MAX_STATUS_TEXT_CHARS, clip,
 };
-pub use llm_provider::{LLMProvider, LLMProviderSpec, LLMProviderStatus, ProviderType};
-pub use mcp_server::{
-    ContainerSpec, CustomPatternSpec, DataMaskingSpec, EnvVarSource, EnvVarSpec, HealthStatus,
-    HttpTransportKind, MCPServer, MCPServerSpec, MCPServerStatus, ServiceAccountNeeds, StdioSpec,
-    SummarizationSpec, TlsSpec,
-};
+pub use llm_provider::{LLMProvider, LLMProviderResourceSpec, LLMProviderStatus};
+pub use mcp_server::{HealthStatus, MCPServer, MCPServerResourceSpec, MCPServerStatus};
+pub use tarsy_config::model::*;
+pub use tarsy_core::{Backend, ExecutionKind, ParallelType, StageKind};
 
-/// API group of every TARSy resource.
-pub const GROUP: &str = "tarsy.dev";
-/// API version of every TARSy resource.
-pub const VERSION: &str = "v1alpha1";
-/// `apiVersion` value of every TARSy resource.
-pub const API_VERSION: &str = "tarsy.dev/v1alpha1";
+/// Implements `Deref`/`DerefMut` to the model spec a resource's spec wraps,
+/// and `From` the model spec, so that `chain.spec.stages` reads naturally.
+macro_rules! spec_wrapper {
+    ($wrapper:ident => $spec:ty) => {
+        impl ::std::ops::Deref for $wrapper {
+            type Target = $spec;
+            fn deref(&self) -> &$spec {
+                &self.0
+            }
+        }
+
+        impl ::std::ops::DerefMut for $wrapper {
+            fn deref_mut(&mut self) -> &mut $spec {
+                &mut self.0
+            }
+        }
+
+        impl From<$spec> for $wrapper {
+            fn from(spec: $spec) -> Self {
+                Self(spec)
+            }
+        }
+    };
+}
+pub(crate) use spec_wrapper;
 
 /// Header of every generated manifest file.
 pub const MANIFEST_HEADER: &str =

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use tarsy_crds::validate::{schemas, validate_object};
+use tarsy_config::schema::{schemas, validate_object};
 use tarsy_crds::{Agent, AgentExecution, Alert, Chain, LLMProvider, MCPServer};
 
 const EXPECT: &str = "test.tarsy.dev/expect";
@@ -207,7 +207,7 @@ fn every_cel_rule_has_a_negative_example() {
 
 #[test]
 fn every_cel_rule_compiles_within_the_cost_budget() {
-    use kube::core::cel::{ScopeContext, WarningKind, analyze_rule, compile_schema};
+    use kube_cel::{ScopeContext, WarningKind, analyze_rule, compile_schema};
     fn walk(kind: &str, schema: &Value, problems: &mut Vec<String>) {
         if let Some(rules) = schema
             .get("x-kubernetes-validations")

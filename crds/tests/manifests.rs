@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use tarsy_crds::validate::schemas;
+use tarsy_config::schema::schemas;
 use tarsy_crds::{all_crds, render_manifests, stale_manifests, write_manifests};
 
 fn manifests_dir() -> PathBuf {

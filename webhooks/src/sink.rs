@@ -45,7 +45,7 @@ impl DesiredAlert {
                 annotations: Some(self.annotations.clone()),
                 ..ObjectMeta::default()
             },
-            spec: self.spec.clone(),
+            spec: self.spec.clone().into(),
             status: None,
         }
     }

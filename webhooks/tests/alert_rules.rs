@@ -20,8 +20,9 @@ use tarsy_api::{
     AlertAccepted, Api, ApiConfig, CancelError, CancelOutcome, ChatAccepted, ChatError,
     ChatSubmission, NewAlert, SessionControl, SubmitError,
 };
-use tarsy_config::{Config, Defaults, offered_tools};
+use tarsy_config::{Config, Defaults};
 use tarsy_core::{MAX_ALERT_DATA_BYTES, SecretValue, SessionStatus};
+use tarsy_crds::config::offered_tools;
 use tarsy_crds::{Chain, MCPServer};
 use tarsy_events::EventHub;
 use tarsy_store::testing::TempSqlite;
@@ -271,7 +272,13 @@ impl EntryPoints {
             .await
             .unwrap();
         let control = CheckingControl {
-            config: Config::from_resources(Defaults::default(), &chains, &[], &servers, &[]),
+            config: tarsy_crds::config::from_resources(
+                Defaults::default(),
+                &chains,
+                &[],
+                &servers,
+                &[],
+            ),
             tools: offered_tools(&servers),
         };
         let api = Api::new(

@@ -461,7 +461,8 @@ fn chain(name: &str, types: &[&str]) -> Chain {
             chat: None,
             session_timeout: None,
             service_account_name: None,
-        },
+        }
+        .into(),
         status: None,
     }
 }

@@ -12,7 +12,7 @@
 use async_trait::async_trait;
 use serde::Serialize;
 use tarsy_config::Config;
-use tarsy_crds::MCPServerSpec;
+use tarsy_config::model::MCPServerSpec;
 use utoipa::ToSchema;
 
 /// The configuration as the dashboard shows it.

@@ -137,7 +137,7 @@ impl KubeSessionControl {
     /// server never used yet, or a built-in one, is absent: not checked.
     async fn offered_tools(&self) -> Result<BTreeMap<String, Vec<String>>, kube::Error> {
         let servers = self.api::<MCPServer>().list(&ListParams::default()).await?;
-        Ok(tarsy_config::offered_tools(&servers.items))
+        Ok(tarsy_crds::config::offered_tools(&servers.items))
     }
 
     /// The Alert whose UID is `session_id`. Selectors cannot match UIDs, so
@@ -210,7 +210,7 @@ pub async fn namespace_config(
         servers.list(&lp),
         providers.list(&lp),
     )?;
-    Ok(Config::from_resources(
+    Ok(tarsy_crds::config::from_resources(
         defaults.clone(),
         &chains.items,
         &agents.items,
@@ -283,7 +283,8 @@ impl SessionControl for KubeSessionControl {
                     fingerprint: None,
                 }),
                 cancel: None,
-            },
+            }
+            .into(),
             status: None,
         };
         let created = self

@@ -17,14 +17,12 @@
 //! [`check_alert_fields`] applies the rules that need no configuration;
 //! [`Config::check_alert`] applies them all.
 
-use std::collections::BTreeMap;
-
+use crate::model::ChainSpec;
 use tarsy_core::alert::name_list;
 use tarsy_core::control::NewAlert;
 use tarsy_core::{
     InvalidAlert, MAX_ALERT_DATA_BYTES, MAX_NAME_CHARS, MAX_RUNBOOK_URL_CHARS, ToolCatalog,
 };
-use tarsy_crds::{ChainSpec, MCPServer};
 
 use crate::registry::{Config, Named};
 
@@ -80,18 +78,6 @@ pub fn check_runbook_url(url: &str) -> Result<(), InvalidAlert> {
         return Err(InvalidAlert::RunbookUrlTooLong { chars });
     }
     Ok(())
-}
-
-/// The tools each MCPServer last listed (`status.lastHealth.tools`, as its
-/// runners report them): cluster mode's [`ToolCatalog`].
-pub fn offered_tools(servers: &[MCPServer]) -> BTreeMap<String, Vec<String>> {
-    servers
-        .iter()
-        .filter_map(|s| {
-            let tools = s.status.as_ref()?.last_health.as_ref()?.tools.clone();
-            Some((s.metadata.name.clone()?, tools))
-        })
-        .collect()
 }
 
 /// Why no chain was found for an alert; each caller words it in its own

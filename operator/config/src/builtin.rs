@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use tarsy_crds::{
+use crate::model::{
     AgentSpec, ContainerSpec, DataMaskingSpec, IterationStrategy, LLMProviderSpec, MCPServerSpec,
     ProviderType, StdioSpec, SummarizationSpec,
 };
@@ -189,7 +189,7 @@ fn kubernetes_server(container: Option<ContainerSpec>, stdio: Option<StdioSpec>)
             size_threshold_tokens: Some(5000),
             summary_max_token_limit: Some(1000),
         }),
-        service_account: Some(tarsy_crds::ServiceAccountNeeds {
+        service_account: Some(crate::model::ServiceAccountNeeds {
             cluster_read: Some(true),
             name: None,
         }),

@@ -6,16 +6,15 @@ use std::time::Duration;
 
 use tarsy_core::config::{HttpTransport, TlsOptions};
 use tarsy_core::{
-    LlmProviderConfig, McpServerConfig, McpTransport, ResolvedAgentConfig, SecretValue,
-    SummarizationConfig,
-};
-use tarsy_crds::{
-    DataMaskingSpec, EnvVarSpec, HttpTransportKind, LLMProviderSpec, MCPServerSpec,
-    ResolvedConfigSpec, SecretKeyRef, SummarizationSpec,
+    LlmProviderConfig, McpServerConfig, McpTransport, SecretValue, SummarizationConfig,
 };
 use tarsy_masking::{CustomPattern, MaskingConfig};
 
 use crate::error::{ResolveError, SecretError};
+use crate::model::{
+    DataMaskingSpec, EnvVarSpec, HttpTransportKind, LLMProviderSpec, MCPServerSpec, SecretKeyRef,
+    SummarizationSpec,
+};
 use crate::registry::Config;
 
 /// Supplies secret values. The configuration crate never talks to
@@ -41,7 +40,17 @@ pub trait SecretResolver {
 pub struct EnvSecretResolver;
 
 /// The environment variable [`EnvSecretResolver`] reads for `key`.
-pub use tarsy_crds::contract::env_name_for_key;
+pub fn env_name_for_key(key: &str) -> String {
+    key.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
 
 impl SecretResolver for EnvSecretResolver {
     fn secret(&self, reference: &SecretKeyRef) -> Result<SecretValue, SecretError> {
@@ -193,7 +202,7 @@ pub fn llm_provider_config(
 ) -> LlmProviderConfig {
     LlmProviderConfig {
         name: name.to_string(),
-        provider_type: spec.provider_type.into(),
+        provider_type: spec.provider_type,
         model: spec.model.clone(),
         // The LLM service reads the key from a variable named like the
         // Secret key (the chart loads the Secret with envFrom).
@@ -213,26 +222,8 @@ pub fn llm_provider_config(
     }
 }
 
-/// The AgentExecution form (`spec.resolved`) of a resolved configuration:
-/// names and values only (the provider by name; the runner rebuilds it with
-/// [`Config::resolved_from_spec`]).
-pub fn resolved_spec(resolved: &ResolvedAgentConfig) -> ResolvedConfigSpec {
-    ResolvedConfigSpec {
-        iteration_strategy: resolved.iteration_strategy.into(),
-        backend: resolved.backend.into(),
-        llm_provider: resolved.llm_provider.name.clone(),
-        max_iterations: resolved.max_iterations,
-        iteration_timeout: tarsy_crds::format_duration(resolved.iteration_timeout),
-        mcp_servers: resolved.mcp_servers.clone(),
-        tool_filter: resolved.tool_filter.clone(),
-        custom_instructions: resolved.custom_instructions.clone(),
-        native_tools_override: resolved.native_tools_override.clone(),
-        fail_on_unavailable_server: resolved.fail_on_unavailable_server,
-    }
-}
-
 fn parse_field_duration(field: &str, value: &str) -> Result<Duration, ResolveError> {
-    tarsy_crds::parse_duration(value).map_err(|source| ResolveError::Duration {
+    crate::model::parse_duration(value).map_err(|source| ResolveError::Duration {
         field: field.to_string(),
         source,
     })
@@ -258,34 +249,6 @@ impl Config {
             })
             .collect::<Result<Vec<_>, ResolveError>>()?;
         Ok(llm_provider_config(name, &provider.spec, fallback))
-    }
-
-    /// Rebuilds an engine configuration from an AgentExecution's
-    /// `spec.resolved` (the provider, with its fallbacks, comes from this
-    /// configuration; everything else from the spec).
-    pub fn resolved_from_spec(
-        &self,
-        agent_name: &str,
-        display_name: &str,
-        spec: &ResolvedConfigSpec,
-    ) -> Result<ResolvedAgentConfig, ResolveError> {
-        Ok(ResolvedAgentConfig {
-            agent_name: agent_name.to_string(),
-            display_name: display_name.to_string(),
-            iteration_strategy: spec.iteration_strategy.into(),
-            backend: spec.backend.into(),
-            llm_provider: self.llm_provider_config(&spec.llm_provider)?,
-            max_iterations: spec.max_iterations,
-            iteration_timeout: parse_field_duration(
-                "spec.resolved.iterationTimeout",
-                &spec.iteration_timeout,
-            )?,
-            mcp_servers: spec.mcp_servers.clone(),
-            tool_filter: spec.tool_filter.clone(),
-            custom_instructions: spec.custom_instructions.clone(),
-            native_tools_override: spec.native_tools_override.clone(),
-            fail_on_unavailable_server: spec.fail_on_unavailable_server,
-        })
     }
 
     /// The masking configuration of MCP server `name`, if it has a masking block.

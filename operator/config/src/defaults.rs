@@ -331,6 +331,11 @@ pub struct AlertMaskingSpec {
     pub pattern_group: Option<String>,
 }
 
+/// The environment variable holding the token sent with runbook downloads
+/// to `runbookTokenDomains`. A secret, so never a field of the Defaults
+/// document: each mode's process reads it (cluster mode from a Secret).
+pub const RUNBOOK_TOKEN_ENV: &str = "TARSY_RUNBOOK_GITHUB_TOKEN";
+
 /// Environment variable names read by [`DefaultsSpec::from_env`].
 pub mod env {
     /// Default LLM provider.
@@ -500,7 +505,7 @@ impl DefaultsSpec {
             (env::RETENTION_INTERVAL, &r.interval),
         ] {
             if let Some(v) = value
-                && let Err(e) = tarsy_crds::parse_duration(v)
+                && let Err(e) = crate::model::parse_duration(v)
             {
                 errors.push((Location::default().field(name), Problem::Duration(e)));
             }
@@ -525,11 +530,11 @@ impl Defaults {
             (env::MAX_ITERATIONS, self.max_iterations.to_string()),
             (
                 env::ITERATION_TIMEOUT,
-                tarsy_crds::format_duration(self.iteration_timeout),
+                crate::model::format_duration(self.iteration_timeout),
             ),
             (
                 env::SESSION_TIMEOUT,
-                tarsy_crds::format_duration(self.session_timeout),
+                crate::model::format_duration(self.session_timeout),
             ),
             (
                 env::ALERT_MASKING_ENABLED,
@@ -554,7 +559,7 @@ impl Defaults {
             ),
             (
                 env::CIRCUIT_BREAKER_OPEN_FOR,
-                tarsy_crds::format_duration(self.breaker_open_for),
+                crate::model::format_duration(self.breaker_open_for),
             ),
             (env::KUBERNETES_MCP_IMAGE, self.kubernetes_mcp_image.clone()),
         ];
@@ -689,7 +694,7 @@ impl Defaults {
             ),
         ] {
             if let Some(v) = value {
-                match tarsy_crds::parse_duration(v) {
+                match crate::model::parse_duration(v) {
                     Ok(d) => *target = (!d.is_zero()).then_some(d),
                     Err(e) => errors.push((field.to_string(), Problem::Duration(e))),
                 }
@@ -744,7 +749,7 @@ impl Defaults {
 
 /// `value` as a positive Go duration, else a problem of `field`.
 fn positive(field: &str, value: &str, errors: &mut Vec<(String, Problem)>) -> Option<Duration> {
-    match tarsy_crds::parse_duration(value) {
+    match crate::model::parse_duration(value) {
         Ok(d) if !d.is_zero() => Some(d),
         Ok(_) => {
             errors.push((

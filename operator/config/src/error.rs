@@ -162,7 +162,7 @@ pub enum Problem {
     Empty(String),
     /// A bad duration.
     #[error(transparent)]
-    Duration(#[from] tarsy_crds::DurationError),
+    Duration(#[from] crate::model::DurationError),
     /// A bad masking block.
     #[error(transparent)]
     Masking(#[from] tarsy_masking::MaskingError),
@@ -286,7 +286,7 @@ pub enum ResolveError {
         field: String,
         /// Parse error.
         #[source]
-        source: tarsy_crds::DurationError,
+        source: crate::model::DurationError,
     },
     /// A secret could not be resolved.
     #[error("MCP server {server:?}: {field}: {source}")]

@@ -2,23 +2,26 @@
 //! loading, validation and hierarchy resolution. Pure: no IO besides reading
 //! the files it is asked to read (and environment variables for `${VAR}`).
 //!
-//! The inputs are the custom resource specs of `tarsy-crds` (from the
-//! cluster, or from YAML manifests in local mode); the outputs are the
-//! runtime types of `tarsy-core` ([`tarsy_core::ResolvedAgentConfig`],
-//! [`tarsy_core::LlmProviderConfig`], [`tarsy_core::McpServerConfig`]) and
-//! `tarsy-masking`'s [`tarsy_masking::MaskingConfig`].
+//! The inputs are the specs of [`model`] (from YAML documents in local mode,
+//! from custom resources in cluster mode, which `tarsy-crds` wraps around
+//! the same specs); the outputs are the runtime types of `tarsy-core`
+//! ([`tarsy_core::ResolvedAgentConfig`], [`tarsy_core::LlmProviderConfig`],
+//! [`tarsy_core::McpServerConfig`]) and `tarsy-masking`'s
+//! [`tarsy_masking::MaskingConfig`]. Nothing here depends on a Kubernetes
+//! crate.
 //!
 //! # Configuring
 //!
-//! - **Cluster mode**: [`Config::from_resources`] with the namespace's
-//!   Chains, Agents, MCPServers and LLMProviders; defaults from the
+//! - **Cluster mode**: [`Config::for_cluster`] with the namespace's
+//!   Chains, Agents, MCPServers and LLMProviders inserted over it
+//!   (`tarsy_crds::config::from_resources`); defaults from the
 //!   operator's environment / flags ([`DefaultsSpec::from_env`], variables in
 //!   [`defaults`]). [`Config::validate`] lists what is broken, per object.
 //! - **Local mode**: [`load_dir`] reads every `*.yaml`/`*.yml` of a directory
 //!   (Chain, Agent, MCPServer, LLMProvider, and optionally one
 //!   `kind: Defaults` document), interpolates `${VAR}` (`$${` escapes),
-//!   checks each object against its CRD schema and CEL rules like the API
-//!   server would, then cross-validates. Alert manifests are read separately
+//!   checks each object against its kind's schema and CEL rules like the
+//!   API server would ([`schema`]), then cross-validates. Alert manifests are read separately
 //!   ([`load_alert_file`], [`parse_alerts`]).
 //!
 //! # Alerts
@@ -72,16 +75,16 @@ pub mod defaults;
 pub mod error;
 pub mod interpolate;
 pub mod loader;
+pub mod model;
 pub mod registry;
 pub mod resolve;
+pub mod schema;
 mod validate;
 
-pub use alert::{
-    check_alert_data, check_alert_fields, check_alert_type, check_runbook_url, offered_tools,
-};
+pub use alert::{check_alert_data, check_alert_fields, check_alert_type, check_runbook_url};
 pub use convert::{
     EnvSecretResolver, MapSecretResolver, Placement, SecretResolver, llm_provider_config,
-    masking_config, resolved_spec, summarization_config,
+    masking_config, summarization_config,
 };
 pub use defaults::{
     AlertMaskingSpec, CircuitBreakerSpec, DEFAULT_KUBERNETES_MCP_IMAGE, DEFAULT_SLACK_API_URL,

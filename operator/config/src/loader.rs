@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tarsy_crds::{Agent, Alert, Chain, LLMProvider, MCPServer};
 
 use crate::defaults::{Defaults, DefaultsSpec};
 use crate::error::{ConfigError, ConfigErrors, Location, ObjectRef, Problem};
 use crate::interpolate::interpolate;
+use crate::model::{AgentSpec, AlertSpec, ChainSpec, LLMProviderSpec, MCPServerSpec};
 use crate::registry::{Config, Named, Origin};
 
 /// Kind of the local-mode defaults document.
@@ -26,13 +26,13 @@ pub const CONFIG_KINDS: [&str; 5] = ["Chain", "Agent", "MCPServer", "LLMProvider
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigObject {
     /// A Chain.
-    Chain(Named<tarsy_crds::ChainSpec>),
+    Chain(Named<ChainSpec>),
     /// An Agent.
-    Agent(Named<tarsy_crds::AgentSpec>),
+    Agent(Named<AgentSpec>),
     /// An MCPServer (boxed: by far the largest spec).
-    McpServer(Box<Named<tarsy_crds::MCPServerSpec>>),
+    McpServer(Box<Named<MCPServerSpec>>),
     /// An LLMProvider.
-    LlmProvider(Named<tarsy_crds::LLMProviderSpec>),
+    LlmProvider(Named<LLMProviderSpec>),
     /// The defaults document.
     Defaults(Named<DefaultsSpec>),
 }
@@ -116,10 +116,11 @@ fn object_location(file: &str, doc: &Value) -> Location {
     Location::file(file).object(ObjectRef::new(kind, name))
 }
 
-/// Checks a document against its CRD (schema + CEL) and deserializes it.
-fn typed<T: DeserializeOwned>(file: &str, doc: &Value) -> Result<T, Vec<ConfigError>> {
+/// Checks a document against its kind's schema (structure + CEL) and
+/// deserializes its spec.
+fn spec<T: DeserializeOwned>(file: &str, doc: &Value) -> Result<T, Vec<ConfigError>> {
     let at = object_location(file, doc);
-    tarsy_crds::validate::validate_object(doc, None).map_err(|violations| {
+    crate::schema::validate_object(doc, None).map_err(|violations| {
         violations
             .into_iter()
             .map(|v| {
@@ -132,8 +133,13 @@ fn typed<T: DeserializeOwned>(file: &str, doc: &Value) -> Result<T, Vec<ConfigEr
             })
             .collect::<Vec<_>>()
     })?;
-    serde_json::from_value(doc.clone())
-        .map_err(|e| vec![ConfigError::new(at, Problem::Schema(e.to_string()))])
+    let spec = doc.get("spec").cloned().unwrap_or(Value::Null);
+    serde_json::from_value(spec).map_err(|e| {
+        vec![ConfigError::new(
+            at.field("spec"),
+            Problem::Schema(e.to_string()),
+        )]
+    })
 }
 
 fn name_of(doc: &Value) -> String {
@@ -145,10 +151,10 @@ fn name_of(doc: &Value) -> String {
 
 fn parse_defaults(file: &str, doc: &Value) -> Result<ConfigObject, Vec<ConfigError>> {
     let at = object_location(file, doc);
-    if doc.get("apiVersion").and_then(Value::as_str) != Some(tarsy_crds::API_VERSION) {
+    if doc.get("apiVersion").and_then(Value::as_str) != Some(crate::model::API_VERSION) {
         return Err(vec![ConfigError::new(
             at.field("apiVersion"),
-            Problem::Schema(format!("expected {:?}", tarsy_crds::API_VERSION)),
+            Problem::Schema(format!("expected {:?}", crate::model::API_VERSION)),
         )]);
     }
     let spec = doc
@@ -185,15 +191,14 @@ pub fn parse_config(
     for doc in &docs {
         let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
         let parsed = match kind {
-            "Chain" => typed::<Chain>(file, doc)
-                .map(|c| ConfigObject::Chain(Named::new(name_of(doc), c.spec, origin()))),
-            "Agent" => typed::<Agent>(file, doc)
-                .map(|a| ConfigObject::Agent(Named::new(name_of(doc), a.spec, origin()))),
-            "MCPServer" => typed::<MCPServer>(file, doc).map(|m| {
-                ConfigObject::McpServer(Box::new(Named::new(name_of(doc), m.spec, origin())))
-            }),
-            "LLMProvider" => typed::<LLMProvider>(file, doc)
-                .map(|p| ConfigObject::LlmProvider(Named::new(name_of(doc), p.spec, origin()))),
+            "Chain" => spec::<ChainSpec>(file, doc)
+                .map(|c| ConfigObject::Chain(Named::new(name_of(doc), c, origin()))),
+            "Agent" => spec::<AgentSpec>(file, doc)
+                .map(|a| ConfigObject::Agent(Named::new(name_of(doc), a, origin()))),
+            "MCPServer" => spec::<MCPServerSpec>(file, doc)
+                .map(|m| ConfigObject::McpServer(Box::new(Named::new(name_of(doc), m, origin())))),
+            "LLMProvider" => spec::<LLMProviderSpec>(file, doc)
+                .map(|p| ConfigObject::LlmProvider(Named::new(name_of(doc), p, origin()))),
             DEFAULTS_KIND => parse_defaults(file, doc),
             "Alert" | "AgentExecution" => Err(vec![ConfigError::new(
                 object_location(file, doc),
@@ -396,19 +401,19 @@ pub fn load_dir(dir: &Path) -> Result<Config, ConfigErrors> {
     load_dir_with(dir, &overrides, &process_env)
 }
 
-/// Parses the Alert manifests in `text` (schema + CEL checked).
+/// Parses the Alert documents in `text` (schema + CEL checked).
 pub fn parse_alerts(
     file: &str,
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<Alert>, ConfigErrors> {
+) -> Result<Vec<Named<AlertSpec>>, ConfigErrors> {
     let text = interpolated(file, text, env)?;
     let mut alerts = Vec::new();
     let mut errors = Vec::new();
     for doc in documents(file, &text)? {
         match doc.get("kind").and_then(Value::as_str) {
-            Some("Alert") => match typed::<Alert>(file, &doc) {
-                Ok(a) => alerts.push(a),
+            Some("Alert") => match spec::<AlertSpec>(file, &doc) {
+                Ok(a) => alerts.push(Named::new(name_of(&doc), a, Origin::File(file.to_string()))),
                 Err(e) => errors.extend(e),
             },
             other => errors.push(ConfigError::new(
@@ -427,11 +432,11 @@ pub fn parse_alerts(
     }
 }
 
-/// Reads a file holding exactly one Alert manifest (`tarsy investigate FILE`).
+/// Reads a file holding exactly one Alert document (`tarsy investigate FILE`).
 pub fn load_alert_file(
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Alert, ConfigErrors> {
+) -> Result<Named<AlertSpec>, ConfigErrors> {
     let label = path.display().to_string();
     let text = read(path, &label)?;
     let mut alerts = parse_alerts(&label, &text, env)?;

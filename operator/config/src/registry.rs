@@ -3,9 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use tarsy_crds::{
-    Agent, AgentSpec, Chain, ChainSpec, LLMProvider, LLMProviderSpec, MCPServer, MCPServerSpec,
-};
+use crate::model::{AgentSpec, ChainSpec, LLMProviderSpec, MCPServerSpec};
 
 use crate::builtin;
 use crate::defaults::Defaults;
@@ -95,47 +93,13 @@ impl Config {
         }
     }
 
-    /// Cluster mode: the built-ins (MCP servers in their cluster form,
-    /// [`builtin::cluster_mcp_servers`]) overridden by the resources of one
-    /// namespace. Call [`Config::validate`] to learn which objects are broken.
-    pub fn from_resources(
-        defaults: Defaults,
-        chains: &[Chain],
-        agents: &[Agent],
-        mcp_servers: &[MCPServer],
-        llm_providers: &[LLMProvider],
-    ) -> Self {
+    /// Cluster mode's starting point: the built-ins, with the MCP servers in
+    /// their cluster form ([`builtin::cluster_mcp_servers`]). The
+    /// namespace's resources are inserted over it (`tarsy-crds`).
+    pub fn for_cluster(defaults: Defaults) -> Self {
         let mut config = Self::builtin(defaults);
         for (name, spec) in builtin::cluster_mcp_servers(&config.defaults.kubernetes_mcp_image) {
             config.insert_mcp_server(Named::new(name, spec, Origin::Builtin));
-        }
-        for c in chains {
-            config.insert_chain(Named::new(
-                c.metadata.name.clone().unwrap_or_default(),
-                c.spec.clone(),
-                Origin::Cluster,
-            ));
-        }
-        for a in agents {
-            config.insert_agent(Named::new(
-                a.metadata.name.clone().unwrap_or_default(),
-                a.spec.clone(),
-                Origin::Cluster,
-            ));
-        }
-        for m in mcp_servers {
-            config.insert_mcp_server(Named::new(
-                m.metadata.name.clone().unwrap_or_default(),
-                m.spec.clone(),
-                Origin::Cluster,
-            ));
-        }
-        for p in llm_providers {
-            config.insert_llm_provider(Named::new(
-                p.metadata.name.clone().unwrap_or_default(),
-                p.spec.clone(),
-                Origin::Cluster,
-            ));
         }
         config
     }

@@ -6,11 +6,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::model::{AgentSpec, ChainSpec, McpUnavailablePolicy, StageAgentSpec, StageSpec};
 use tarsy_core::{
     Backend, IterationStrategy, LlmProviderConfig, McpSelection, ParallelType, ResolvedAgentConfig,
     SuccessPolicy,
 };
-use tarsy_crds::{AgentSpec, ChainSpec, McpUnavailablePolicy, StageAgentSpec, StageSpec};
 
 use crate::alert::ChainMiss;
 use crate::builtin::{CHAT_AGENT, SYNTHESIS_AGENT};
@@ -93,7 +93,6 @@ pub fn parallel_type(stage: &StageSpec) -> Option<ParallelType> {
 pub fn resolve_success_policy(defaults: &Defaults, stage: &StageSpec) -> SuccessPolicy {
     stage
         .success_policy
-        .map(Into::into)
         .or(defaults.success_policy)
         .unwrap_or(SuccessPolicy::Any)
 }
@@ -136,7 +135,7 @@ impl Config {
 
     fn iteration_timeout(&self, chain: &ChainSpec) -> Result<Duration, ResolveError> {
         match &chain.iteration_timeout {
-            Some(t) => tarsy_crds::parse_duration(t).map_err(|source| ResolveError::Duration {
+            Some(t) => crate::model::parse_duration(t).map_err(|source| ResolveError::Duration {
                 field: "spec.iterationTimeout".into(),
                 source,
             }),
@@ -147,7 +146,7 @@ impl Config {
     /// Session timeout of a chain: chain.sessionTimeout → defaults.
     pub fn session_timeout(&self, chain: &ChainSpec) -> Result<Duration, ResolveError> {
         match &chain.session_timeout {
-            Some(t) => tarsy_crds::parse_duration(t).map_err(|source| ResolveError::Duration {
+            Some(t) => crate::model::parse_duration(t).map_err(|source| ResolveError::Duration {
                 field: "spec.sessionTimeout".into(),
                 source,
             }),
@@ -186,9 +185,9 @@ impl Config {
         let strategy: IterationStrategy = cascade(
             d.iteration_strategy,
             &[
-                agent.iteration_strategy.map(Into::into),
-                chain.iteration_strategy.map(Into::into),
-                stage_agent.iteration_strategy.map(Into::into),
+                agent.iteration_strategy,
+                chain.iteration_strategy,
+                stage_agent.iteration_strategy,
             ],
         );
         let provider = cascade(
@@ -251,10 +250,7 @@ impl Config {
         let agent = &self.agent_def(&agent_name)?.spec;
         let strategy: IterationStrategy = cascade(
             IterationStrategy::Synthesis,
-            &[
-                agent.iteration_strategy.map(Into::into),
-                synthesis.iteration_strategy.map(Into::into),
-            ],
+            &[agent.iteration_strategy, synthesis.iteration_strategy],
         );
         let provider = cascade(
             d.llm_provider.clone(),
@@ -337,9 +333,9 @@ impl Config {
         let strategy: IterationStrategy = cascade(
             d.iteration_strategy,
             &[
-                agent.iteration_strategy.map(Into::into),
-                chain.iteration_strategy.map(Into::into),
-                chat.iteration_strategy.map(Into::into),
+                agent.iteration_strategy,
+                chain.iteration_strategy,
+                chat.iteration_strategy,
             ],
         );
         let provider = cascade(
@@ -400,7 +396,6 @@ impl Config {
             .unwrap_or_else(|| self.defaults.llm_provider.clone());
         let strategy: IterationStrategy = chain
             .iteration_strategy
-            .map(Into::into)
             .unwrap_or(self.defaults.iteration_strategy);
         Ok(ExecutiveSummaryConfig {
             llm_provider: self.llm_provider_config(&provider)?,

@@ -1,11 +1,11 @@
 //! Cross-object validation: references resolve, names are unambiguous,
 //! strategies fit where they are used. (What one object can check alone is
-//! in the CRDs' schema and CEL rules, see `tarsy_crds::validate`.)
+//! in the CRDs' schema and CEL rules, see [`crate::schema`].)
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::model::ChainSpec;
 use tarsy_core::{Backend, IterationStrategy, ProviderType};
-use tarsy_crds::ChainSpec;
 use tarsy_masking::MaskingError;
 
 use crate::error::{ConfigError, Location, ObjectRef, Problem};
@@ -65,7 +65,7 @@ impl Report<'_> {
 
     fn duration(&mut self, at: &Location, field: &str, value: Option<&String>) {
         if let Some(v) = value {
-            match tarsy_crds::parse_duration(v) {
+            match crate::model::parse_duration(v) {
                 Ok(d) if d.is_zero() => self.push(
                     at.clone().field(field),
                     Problem::Invalid("must be positive".into()),
@@ -81,7 +81,7 @@ impl Report<'_> {
         let Some(p) = self.config.llm_provider(provider) else {
             return; // reported as an unknown reference
         };
-        let provider_type: ProviderType = p.spec.provider_type.into();
+        let provider_type: ProviderType = p.spec.provider_type;
         let google = matches!(
             provider_type,
             ProviderType::Google | ProviderType::Vertexai | ProviderType::Scripted

@@ -4,42 +4,31 @@
 use std::collections::BTreeMap;
 
 use serde_json::json;
-use tarsy_config::{Config, Defaults, check_runbook_url};
+use tarsy_config::{Config, Defaults, Named, Origin, check_runbook_url};
 use tarsy_core::control::NewAlert;
 use tarsy_core::{
     InvalidAlert, MAX_ALERT_DATA_BYTES, McpSelection, NoToolCatalog, SelectionError, ToolCatalog,
 };
-use tarsy_crds::{Chain, MCPServer};
 
 /// Chains `pods` (PodCrashLooping), `nodes-a` and `nodes-b` (both
 /// NodeNotReady); MCP server `prometheus`, which lists `query` and
 /// `query_range`, besides the built-in `kubernetes-server`.
 fn world() -> Config {
-    let chain = |name: &str, types: &[&str]| -> Chain {
-        serde_json::from_value(json!({
-            "apiVersion": "tarsy.dev/v1alpha1", "kind": "Chain",
-            "metadata": {"name": name},
-            "spec": {"alertTypes": types, "stages": [{"name": "investigate", "agent": "KubernetesAgent"}]},
+    let mut config = Config::for_cluster(Defaults::default());
+    let chain = |name: &str, types: &[&str]| {
+        let spec = serde_json::from_value(json!({
+            "alertTypes": types, "stages": [{"name": "investigate", "agent": "KubernetesAgent"}],
         }))
-        .unwrap()
+        .unwrap();
+        Named::new(name, spec, Origin::Cluster)
     };
-    let prometheus: MCPServer = serde_json::from_value(json!({
-        "apiVersion": "tarsy.dev/v1alpha1", "kind": "MCPServer",
-        "metadata": {"name": "prometheus"},
-        "spec": {"url": "https://prometheus.example/mcp"},
-    }))
-    .unwrap();
-    Config::from_resources(
-        Defaults::default(),
-        &[
-            chain("pods", &["PodCrashLooping"]),
-            chain("nodes-a", &["NodeNotReady"]),
-            chain("nodes-b", &["NodeNotReady"]),
-        ],
-        &[],
-        &[prometheus],
-        &[],
-    )
+    config.insert_chain(chain("pods", &["PodCrashLooping"]));
+    config.insert_chain(chain("nodes-a", &["NodeNotReady"]));
+    config.insert_chain(chain("nodes-b", &["NodeNotReady"]));
+    let prometheus =
+        serde_json::from_value(json!({"url": "https://prometheus.example/mcp"})).unwrap();
+    config.insert_mcp_server(Named::new("prometheus", prometheus, Origin::Cluster));
+    config
 }
 
 fn alert(alert_type: &str) -> NewAlert {

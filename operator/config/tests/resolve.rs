@@ -6,6 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use tarsy_config::model::{
+    AgentSpec, ChainSpec, ChatSpec, IterationStrategy as S, LLMProviderSpec, MCPServerSpec,
+    ProviderType, StageAgentSpec, StageSpec, SuccessPolicy, SynthesisSpec,
+};
 use tarsy_config::{
     Config, Defaults, Named, Origin, ResolveError, SelectionError, parallel_type, replica_name,
     resolve_success_policy, stage_executions,
@@ -13,10 +17,6 @@ use tarsy_config::{
 use tarsy_core::{
     Backend, IterationStrategy as Core, McpSelection, McpServerSelection, ParallelType,
     SuccessPolicy as CorePolicy,
-};
-use tarsy_crds::{
-    AgentSpec, ChainSpec, ChatSpec, IterationStrategy as S, LLMProviderSpec, MCPServerSpec,
-    ProviderType, StageAgentSpec, StageSpec, SuccessPolicy, SynthesisSpec,
 };
 
 const AGENT: &str = "test-agent";

@@ -19,6 +19,9 @@ macro_rules! wire_enum {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
         #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        // The field that uses the enum describes it: an enum-level description
+        // would replace the field's in optional fields of a CRD schema.
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(description = ""))]
         pub enum $name {
             // utoipa does not see a macro-substituted literal in `serde(rename)`:
             // it is repeated in `schema(rename)`, which it parses.

@@ -56,7 +56,7 @@ pub struct Case {
     /// The case directory.
     pub dir: PathBuf,
     /// The alert to submit.
-    pub alert: tarsy_crds::Alert,
+    pub alert: tarsy_config::Named<tarsy_config::model::AlertSpec>,
     /// The fixture directory.
     pub fixture_dir: PathBuf,
     /// The recorded servers.

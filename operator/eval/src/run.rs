@@ -227,7 +227,7 @@ fn case_config(
     }
     let scripted: Vec<String> = config
         .llm_providers()
-        .filter(|p| p.spec.provider_type == tarsy_crds::ProviderType::Scripted)
+        .filter(|p| p.spec.provider_type == tarsy_core::ProviderType::Scripted)
         .map(|p| p.name.clone())
         .collect();
     for name in scripted {
@@ -316,7 +316,7 @@ async fn drive(
     config: &Config,
     app: &LocalApp,
 ) -> Result<CaseResult, EvalError> {
-    let mut alert = tarsy_crds::contract::submission_of(&case.alert, "tarsy-eval");
+    let mut alert = case.alert.spec.submission("tarsy-eval");
     if case.chain.is_some() {
         alert.chain = case.chain.clone();
     }

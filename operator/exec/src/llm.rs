@@ -91,7 +91,7 @@ impl LlmRouter {
     /// broken script stops the start instead of failing an investigation.
     pub fn check_scripts(&self, config: &Config) -> Result<()> {
         for provider in config.llm_providers() {
-            if provider.spec.provider_type != tarsy_crds::ProviderType::Scripted {
+            if provider.spec.provider_type != tarsy_core::ProviderType::Scripted {
                 continue;
             }
             let script = provider.spec.script.as_deref().ok_or_else(|| {

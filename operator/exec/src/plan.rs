@@ -2,9 +2,9 @@
 //! chain plan, and each execution's resolved agent configuration.
 
 use tarsy_chain::{ChainPlan, ExecutionPlan, StagePlan};
+use tarsy_config::model::ChainSpec;
 use tarsy_config::{Config, Named, parallel_type, stage_executions};
 use tarsy_core::{McpSelection, ResolvedAgentConfig, StageKind};
-use tarsy_crds::ChainSpec;
 
 use crate::error::{ExecError, Result};
 

@@ -21,7 +21,7 @@ use tarsy_store::Store;
 /// private runbook repositories). Cluster mode: the operator puts it in
 /// investigation pods' environment from the Secret `--runbook-token-secret`
 /// names (the runner contract's variable).
-pub const GITHUB_TOKEN_ENV: &str = tarsy_crds::contract::runner_env::RUNBOOK_TOKEN;
+pub const GITHUB_TOKEN_ENV: &str = tarsy_config::defaults::RUNBOOK_TOKEN_ENV;
 
 /// How long the warning of a failed runbook fetch is shown unless the
 /// runbook is fetched again (successfully or not).

@@ -12,11 +12,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 use tarsy_config::Config;
+use tarsy_config::model::ChainSpec;
 use tarsy_core::{
     ConversationMessage, EventPublisher, ExecutionRecorder, LlmInteractionType, NewLlmInteraction,
     RecordScope, TimelineEventType,
 };
-use tarsy_crds::ChainSpec;
 use tarsy_engine::LlmClient;
 use tarsy_engine::llm::{Chunk, GenerateInput};
 use tarsy_engine::prompt::PromptBuilder;

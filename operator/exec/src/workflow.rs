@@ -23,11 +23,11 @@ use tarsy_chain::{
     StageView, StopReason,
 };
 use tarsy_config::Config;
+use tarsy_config::model::ChainSpec;
 use tarsy_core::{
     EventPublisher, ExecutionKind, ExecutionStatus, McpSelection, ParallelType,
     ResolvedAgentConfig, SessionStatus, StageKind, SuccessPolicy,
 };
-use tarsy_crds::ChainSpec;
 use tarsy_events::lifecycle;
 use tarsy_store::{NewAgentExecution, NewSession, NewStage, SessionOutcome, Store, StoreError};
 

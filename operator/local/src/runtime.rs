@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tarsy_config::Config;
+use tarsy_config::model::ChainSpec;
 use tarsy_core::{EventPublisher, ExecutionStatus, SessionStatus};
-use tarsy_crds::ChainSpec;
 use tarsy_exec::notify::{Notice, SlackNotifier};
 use tarsy_exec::{Launcher, LlmRouter, Summarizer};
 use tarsy_masking::MaskingService;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tarsy_chain::{Action, ChainPlan, SessionView, StopReason, decide};
 use tarsy_config::Named;
+use tarsy_config::model::ChainSpec;
 use tarsy_core::{ExecutionStatus, McpSelection, ResolvedAgentConfig, SessionStatus, StageKind};
-use tarsy_crds::ChainSpec;
 use tarsy_engine::ExecutionResult;
 use tarsy_exec::plan::chain_plan;
 use tarsy_exec::workflow::{

@@ -19,12 +19,12 @@ use kube::ResourceExt;
 use tarsy_chain::{
     ExecutionView, ExecutiveSummaryView, SessionView, StageView, StopReason, decide,
 };
-use tarsy_config::{Config, ResolveError, resolved_spec};
+use tarsy_config::{Config, ResolveError};
 use tarsy_core::{ExecutionStatus, McpSelection, SessionStatus, StageKind};
-use tarsy_crds::contract::{ExecutionRequest, execution_for, execution_name, submission_of};
+use tarsy_crds::contract::{ExecutionRequest, execution_for, execution_name};
 use tarsy_crds::{
     AgentExecution, Alert, AlertPhase, AlertStatus, ChatRequestSpec, MAX_STATUS_TEXT_CHARS,
-    StageRef, StageStatus, UnstartedExecution, clip,
+    ResolvedConfigSpec, StageRef, StageStatus, UnstartedExecution, clip,
 };
 use tarsy_exec::admission::new_session;
 use tarsy_exec::plan::chain_plan;
@@ -229,7 +229,7 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
         out.store.push(StoreOp::CreateSession(new_session(
             uid.clone(),
             &chain.name,
-            &submission_of(alert, ""),
+            &alert.spec.submission(""),
             inputs.alert_masker,
         )));
     }
@@ -471,7 +471,7 @@ fn answer_chat(out: &mut AlertOutcome, inputs: &AlertInputs<'_>, request: &ChatR
             display_name: config.display_name.clone(),
             agent_index: 1,
             kind: tarsy_crds::ExecutionKind::Chat,
-            resolved: resolved_spec(config),
+            resolved: ResolvedConfigSpec::from(config),
             chat: Some(ChatRequestSpec {
                 chat_id,
                 message_id: request.message.id.clone(),
@@ -690,8 +690,8 @@ fn start_stage(
                 agent_name: exec.agent_name.clone(),
                 display_name: exec.display_name.clone(),
                 agent_index: exec.index,
-                kind: exec.kind.into(),
-                resolved: resolved_spec(config),
+                kind: exec.kind,
+                resolved: ResolvedConfigSpec::from(config),
                 chat: None,
                 deadline: timing.deadline.map(Time),
             },
@@ -712,12 +712,12 @@ fn start_stage(
     out.status.stages.push(StageStatus {
         index: record.db_index,
         name: record.name.clone(),
-        kind: Some(record.kind.into()),
+        kind: Some(record.kind),
         stage_id: Some(record.id.clone()),
         phase: tarsy_crds::ExecutionPhase::Active,
         executions: names,
-        parallel_type: record.parallel_type.map(Into::into),
-        success_policy: record.success_policy.map(Into::into),
+        parallel_type: record.parallel_type,
+        success_policy: record.success_policy,
         started_at: Some(Time(timing.now)),
         completed_at: None,
         error: None,

@@ -61,7 +61,7 @@ impl Context {
                 .map(|o| (**o).clone())
                 .collect()
         }
-        Config::from_resources(
+        tarsy_crds::config::from_resources(
             self.settings.defaults.clone(),
             &in_ns(&self.chains, namespace),
             &in_ns(&self.agents, namespace),

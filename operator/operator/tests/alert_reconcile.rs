@@ -32,7 +32,7 @@ fn chain(name: &str, yaml: &str) -> Chain {
 }
 
 fn config(chains: &[Chain]) -> Config {
-    Config::from_resources(Defaults::default(), chains, &[], &[], &[])
+    tarsy_crds::config::from_resources(Defaults::default(), chains, &[], &[], &[])
 }
 
 fn two_stage_chain() -> Chain {
@@ -63,7 +63,8 @@ fn alert(alert_type: &str) -> Alert {
             author: Some("alice".into()),
             source: None,
             cancel: None,
-        },
+        }
+        .into(),
     );
     a.metadata = ObjectMeta {
         name: Some("crash".into()),

@@ -116,7 +116,8 @@ fn alert(name: &str, alert_type: &str) -> Alert {
             author: Some("e2e".into()),
             source: None,
             cancel: None,
-        },
+        }
+        .into(),
     )
 }
 

@@ -360,7 +360,7 @@ fn builtin_kubernetes_agent_gets_the_kubernetes_sidecar() {
         kubernetes_mcp_image: "mirror.example.com/kubernetes-mcp-server:v0.0.67".into(),
         ..Default::default()
     };
-    let config = tarsy_config::Config::from_resources(defaults, &[], &[], &[], &[]);
+    let config = tarsy_crds::config::from_resources(defaults, &[], &[], &[], &[]);
     let agent = config.agent("KubernetesAgent").expect("built-in agent");
     let names = agent.spec.mcp_servers.clone().unwrap_or_default();
     assert_eq!(names, ["kubernetes-server"]);

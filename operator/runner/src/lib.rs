@@ -338,7 +338,7 @@ async fn input(
 ) -> Result<(tarsy_store::Session, AgentInput), tarsy_exec::ExecError> {
     let spec = &ae.spec;
     let session = store.get_session(&spec.session_id).await?;
-    let input = match (ExecutionKind::from(spec.kind), answer, &spec.chat) {
+    let input = match (spec.kind, answer, &spec.chat) {
         (ExecutionKind::Chat, Some(answer), Some(chat)) => {
             answer
                 .begin(
@@ -404,5 +404,5 @@ fn chat_of(ae: &AgentExecution) -> Option<&tarsy_crds::ChatRequestSpec> {
     ae.spec
         .chat
         .as_ref()
-        .filter(|_| ExecutionKind::from(ae.spec.kind) == ExecutionKind::Chat)
+        .filter(|_| ae.spec.kind == ExecutionKind::Chat)
 }

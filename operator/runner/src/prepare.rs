@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tarsy_config::convert::{EnvSecretResolver, Placement, SecretResolver};
-use tarsy_config::{Config, Defaults, DefaultsSpec};
+use tarsy_config::{Defaults, DefaultsSpec};
 use tarsy_core::config::HttpTransport;
 use tarsy_core::{McpServerConfig, McpTransport, ResolvedAgentConfig, SecretValue};
 use tarsy_crds::contract::secret_env_name;
@@ -59,13 +59,11 @@ pub(crate) fn prepare(
         }
         Err(problems) => tracing::warn!(?problems, "ignoring invalid TARSY_DEFAULT_* settings"),
     }
-    let config = Config::from_resources(defaults.clone(), &[], &[], servers, providers);
-    let resolved = config
-        .resolved_from_spec(
-            &ae.spec.agent_name,
-            &ae.spec.display_name,
-            &ae.spec.resolved,
-        )
+    let config = tarsy_crds::config::from_resources(defaults.clone(), &[], &[], servers, providers);
+    let resolved = ae
+        .spec
+        .resolved
+        .resolve(&config, &ae.spec.agent_name, &ae.spec.display_name)
         .map_err(|e| RunnerError::Config(e.to_string()))?;
     let placement = Placement::Pod {
         bridge_ports: options.bridge_ports.clone(),

@@ -68,7 +68,8 @@ fn alert(name: &str, alert_type: &str) -> Alert {
             author: Some("bench".into()),
             source: None,
             cancel: None,
-        },
+        }
+        .into(),
     )
 }
 

@@ -75,7 +75,7 @@ pub async fn run(args: InvestigateArgs, started: std::time::Instant) -> anyhow::
     tracing::debug!(ms = ms(started), "local mode started");
     let outcome = follow(
         &app,
-        tarsy_crds::contract::submission_of(&alert, "tarsy-cli"),
+        alert.spec.submission("tarsy-cli"),
         args.quiet || args.json,
         started,
     )

@@ -83,7 +83,7 @@ async fn main() {
         // configuration is validated against, in the reverse of the order
         // the loader usually meets them (it builds the others meanwhile).
         tarsy_masking::precompile_builtins();
-        tarsy_crds::validate::precompile(&["Alert", "Chain", "Agent"]);
+        tarsy_config::schema::precompile(&["Alert", "Chain", "Agent"]);
     }
     // The investigate report owns the terminal, and a replay server's
     // stderr is its parent's: only warnings are logged.

@@ -872,21 +872,21 @@ fn failure_config(world: &World) -> tarsy_config::Config {
     for o in objects {
         match o {
             tarsy_config::ConfigObject::Chain(c) => {
-                chains.push(tarsy_crds::Chain::new(&c.name, c.spec))
+                chains.push(tarsy_crds::Chain::new(&c.name, c.spec.into()))
             }
             tarsy_config::ConfigObject::Agent(a) => {
-                agents.push(tarsy_crds::Agent::new(&a.name, a.spec))
+                agents.push(tarsy_crds::Agent::new(&a.name, a.spec.into()))
             }
             tarsy_config::ConfigObject::McpServer(m) => {
-                servers.push(tarsy_crds::MCPServer::new(&m.name, m.spec))
+                servers.push(tarsy_crds::MCPServer::new(&m.name, m.spec.into()))
             }
             tarsy_config::ConfigObject::LlmProvider(p) => {
-                providers.push(tarsy_crds::LLMProvider::new(&p.name, p.spec))
+                providers.push(tarsy_crds::LLMProvider::new(&p.name, p.spec.into()))
             }
             tarsy_config::ConfigObject::Defaults(_) => {}
         }
     }
-    tarsy_config::Config::from_resources(
+    tarsy_crds::config::from_resources(
         tarsy_config::Defaults::default(),
         &chains,
         &agents,

@@ -9,8 +9,7 @@
 //! warnings for soft issues. Alerts get the rule set the REST API and the
 //! Alertmanager bridge apply too (`tarsy_config::Config::check_alert`).
 
-use tarsy_config::{Config, Defaults, ObjectRef, Problem};
-use tarsy_crds::contract::submission_of;
+use tarsy_config::{Defaults, ObjectRef, Problem};
 use tarsy_crds::{Agent, Alert, Chain, LLMProvider, MCPServer};
 
 use crate::builtins::Builtins;
@@ -122,7 +121,13 @@ pub fn config_findings(
             "LLMProvider"
         }
     };
-    let config = Config::from_resources(defaults.clone(), &chains, &agents, &servers, &providers);
+    let config = tarsy_crds::config::from_resources(
+        defaults.clone(),
+        &chains,
+        &agents,
+        &servers,
+        &providers,
+    );
     let me = ObjectRef::new(kind, name);
     let mut findings = Findings::default();
     for e in config.validate() {
@@ -292,16 +297,21 @@ pub fn check_llm_provider(provider: &LLMProvider, name: &str, snap: &Snapshot) -
 }
 
 /// Checks a new Alert with the rule set every entry point applies
-/// ([`Config::check_alert`]: alert type, data, runbook URL, exactly one
+/// ([`tarsy_config::Config::check_alert`]: alert type, data, runbook URL, exactly one
 /// Chain, MCP selection naming existing or built-in servers and tools they
 /// last listed), against the namespace's Chains and MCPServers. Alerts are
 /// not GitOps objects: a problem always denies.
 pub fn check_alert(alert: &Alert, snap: &Snapshot, defaults: &Defaults) -> Findings {
-    let config =
-        Config::from_resources(defaults.clone(), &snap.chains, &[], &snap.mcp_servers, &[]);
-    let tools = tarsy_config::offered_tools(&snap.mcp_servers);
+    let config = tarsy_crds::config::from_resources(
+        defaults.clone(),
+        &snap.chains,
+        &[],
+        &snap.mcp_servers,
+        &[],
+    );
+    let tools = tarsy_crds::config::offered_tools(&snap.mcp_servers);
     let mut f = Findings::default();
-    if let Err(e) = config.check_alert(&submission_of(alert, ""), &tools) {
+    if let Err(e) = config.check_alert(&alert.spec.submission(""), &tools) {
         f.errors.push(e.to_string());
     }
     f

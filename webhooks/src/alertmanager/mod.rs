@@ -40,7 +40,6 @@ use futures::StreamExt;
 use serde::Serialize;
 use tarsy_config::{Config, Defaults, check_runbook_url};
 use tarsy_core::{InvalidAlert, NoToolCatalog};
-use tarsy_crds::contract::submission_of_spec;
 use tarsy_crds::{AlertSource, AlertSpec};
 use tokio::sync::OnceCell;
 
@@ -538,7 +537,7 @@ impl Ctx<'_> {
     /// it is checked only with [`BridgeConfig::require_chain`]; otherwise
     /// such an Alert is created and fails with a condition (or is denied).
     async fn invalid(&self, spec: &AlertSpec) -> Result<Option<InvalidAlert>, SinkError> {
-        let submission = submission_of_spec(spec, "");
+        let submission = spec.submission("");
         let reader = match &self.state.resources {
             Some(reader) if self.state.config.require_chain => reader,
             _ => return Ok(tarsy_config::check_alert_fields(&submission).err()),
@@ -548,7 +547,7 @@ impl Ctx<'_> {
             .config
             .get_or_init(|| async {
                 reader.chains(ns).await.map(|chains| {
-                    Config::from_resources(Defaults::default(), &chains, &[], &[], &[])
+                    tarsy_crds::config::from_resources(Defaults::default(), &chains, &[], &[], &[])
                 })
             })
             .await;

@@ -43,7 +43,7 @@ fn setup(policy: SuccessPolicy) -> (Config, Named<ChainSpec>) {
     let mut spec = config.chain("c").unwrap().spec.clone();
     let stage = &mut spec.stages[0];
     stage.agents.as_mut().unwrap()[1].name = "ghost".into();
-    stage.success_policy = Some(policy.into());
+    stage.success_policy = Some(policy);
     (config, Named::new("c", spec, Origin::Builtin))
 }
 

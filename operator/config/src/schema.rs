@@ -1,10 +1,12 @@
-//! Client-side validation of a resource against its CRD schema, so that local
-//! mode (and tests) reject what the API server would reject, with a field path.
+//! Validation of a document against its kind's schema, so that local mode
+//! (and tests) reject what the API server would reject, with a field path.
 //!
-//! Two passes: [`check_structure`] applies the OpenAPI keywords the schema
-//! uses (types, required, unknown fields, enum, bounds, list uniqueness);
-//! [`check_cel`] evaluates the `x-kubernetes-validations` rules with kube's
-//! CEL evaluator.
+//! The schemas are the committed CRD manifests (`crds/manifests`, generated
+//! from [`crate::model`]): what the API server checks is exactly what is
+//! checked here. Two passes: [`check_structure`] applies the OpenAPI keywords
+//! the schema uses (types, required, unknown fields, enum, bounds, list
+//! uniqueness); [`check_cel`] evaluates the `x-kubernetes-validations` rules
+//! with the Kubernetes CEL library (`kube-cel`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
@@ -33,7 +35,7 @@ impl std::fmt::Display for Violation {
 /// One kind's schema, as JSON, and its CEL rules compiled.
 struct KindSchema {
     schema: Value,
-    rules: kube::core::cel::CompiledSchema,
+    rules: kube_cel::CompiledSchema,
 }
 
 /// The schema of each kind's committed CRD manifest, as JSON (build.rs).
@@ -70,7 +72,7 @@ fn kind_schema(kind: &str) -> Option<&'static KindSchema> {
     CACHE[index]
         .get_or_init(|| {
             let schema: Value = serde_json::from_str(KINDS[index].1).ok()?;
-            let rules = kube::core::cel::compile_schema(&schema);
+            let rules = kube_cel::compile_schema(&schema);
             Some(KindSchema { schema, rules })
         })
         .as_ref()
@@ -126,12 +128,12 @@ pub fn validate_object(value: &Value, old: Option<&Value>) -> Result<(), Vec<Vio
     let schema = &compiled.schema;
     let mut violations = Vec::new();
     let api_version = value.get("apiVersion").and_then(Value::as_str);
-    if api_version != Some(crate::API_VERSION) {
+    if api_version != Some(crate::model::API_VERSION) {
         violations.push(Violation {
             path: "apiVersion".into(),
             message: format!(
                 "expected {:?}, found {:?}",
-                crate::API_VERSION,
+                crate::model::API_VERSION,
                 api_version.unwrap_or_default()
             ),
         });
@@ -157,7 +159,7 @@ pub fn validate_object(value: &Value, old: Option<&Value>) -> Result<(), Vec<Vio
     violations.extend(check_structure(schema, &body));
     if violations.is_empty() {
         violations.extend(cel_violations(
-            kube::core::cel::Validator::new().validate_compiled(&compiled.rules, value, old),
+            kube_cel::Validator::new().validate_compiled(&compiled.rules, value, old),
         ));
     }
     if violations.is_empty() {
@@ -169,10 +171,10 @@ pub fn validate_object(value: &Value, old: Option<&Value>) -> Result<(), Vec<Vio
 
 /// Evaluates the schema's CEL rules against `value` (`old` for transition rules).
 pub fn check_cel(schema: &Value, value: &Value, old: Option<&Value>) -> Vec<Violation> {
-    cel_violations(kube::core::cel::Validator::new().validate(schema, value, old))
+    cel_violations(kube_cel::Validator::new().validate(schema, value, old))
 }
 
-fn cel_violations(result: Result<(), kube::core::cel::ValidationErrors>) -> Vec<Violation> {
+fn cel_violations(result: Result<(), kube_cel::ValidationErrors>) -> Vec<Violation> {
     match result {
         Ok(()) => Vec::new(),
         Err(errors) => errors
