@@ -49,7 +49,7 @@ fn resolved_config_round_trips_through_the_agent_execution_spec() {
     }))
     .unwrap();
     let stage = &chain.stages[0];
-    let exec = &tarsy_config::stage_executions(stage)[1];
+    let exec = &c.stage_executions(stage)[1];
     let mut resolved = c
         .resolve_agent(&chain, stage, &exec.stage_agent, &exec.display_name)
         .unwrap();

@@ -41,13 +41,13 @@ spec: {type: scripted, model: scripted-bench, script: script.json}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: ChattyAgent}
-spec: {mcpServers: [time], maxIterations: ${ANSWERS + 2}}
+metadata: {name: chatty-agent}
+spec: {displayName: ChattyAgent, mcpServers: [time], maxIterations: ${ANSWERS + 2}}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: StreamerAgent}
-spec: {maxIterations: 2}
+metadata: {name: streamer-agent}
+spec: {displayName: StreamerAgent, maxIterations: 2}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -57,7 +57,7 @@ spec:
   llmProvider: bench-scripted
   iterationStrategy: native-thinking
   sessionTimeout: 10m
-  stages: [{name: many-tools, agent: ChattyAgent}]
+  stages: [{name: many-tools, agent: chatty-agent}]
   chat: {enabled: false}
 ---
 apiVersion: tarsy.dev/v1alpha1
@@ -68,7 +68,7 @@ spec:
   llmProvider: bench-scripted
   iterationStrategy: native-thinking
   sessionTimeout: 10m
-  stages: [{name: stream, agent: StreamerAgent}]
+  stages: [{name: stream, agent: streamer-agent}]
   chat: {enabled: false}
 `,
   );

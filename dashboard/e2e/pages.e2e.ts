@@ -89,7 +89,9 @@ describe('system page', () => {
     await page.goto(`${tarsy.url}/ui/system`);
     await page.getByRole('heading', { name: 'System', exact: true }).waitFor();
     await page.getByRole('cell', { name: 'dash-demo' }).waitFor();
-    await page.getByRole('cell', { name: 'InvestigatorAgent' }).first().waitFor();
+    // An agent by its label, with the name chains use beside it.
+    const investigator = page.getByRole('row', { name: /InvestigatorAgent/ }).first();
+    await investigator.getByRole('cell', { name: 'investigator-agent' }).waitFor();
     await page.getByRole('cell', { name: 'scripted-dashboard' }).waitFor();
     await page.getByRole('cell', { name: 'time', exact: true }).first().waitFor();
     await page.getByText('sqlite: ok').waitFor();

@@ -360,7 +360,7 @@ spec:
     for needle in [
         "spec.alertTypes[0]: alert type \"KubePodCrashLooping\" is already handled by Chain \"pods\"",
         "spec.llmProvider: unknown LLM provider \"gemini-flash\" (known: anthropic-default, gemini-pro, google-default, gpt, openai-default, xai-default)",
-        "spec.stages[0].agents[1].name: unknown agent \"log-raeder\" (known: ChatAgent, KubernetesAgent, SynthesisAgent, log-reader)",
+        "spec.stages[0].agents[1].name: unknown agent \"log-raeder\" (known: chat-agent, kubernetes-agent, log-reader, synthesis-agent)",
         "spec.stages[0].agents[1].mcpServers[0]: unknown MCP server \"lokki\" (known: kubernetes-server, loki)",
     ] {
         assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
@@ -513,7 +513,7 @@ spec: {mcpServers: [prometheus]}
             r#"
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: KubernetesAgent, namespace: team-a}
+metadata: {name: kubernetes-agent, namespace: team-a}
 spec: {customInstructions: Be brief.}
 "#,
         ))

@@ -302,8 +302,13 @@ export interface components {
         };
         /** @description One agent. */
         AgentView: {
-            /** @description Name. */
+            /** @description Name (what chains refer to). */
             name: string;
+            /**
+             * @description How prompts, timelines and the dashboard call it (`spec.displayName`,
+             *     else the name).
+             */
+            label: string;
             /** @description What it is for. */
             description?: string | null;
             /** @description MCP servers it uses. */

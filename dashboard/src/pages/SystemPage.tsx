@@ -147,6 +147,7 @@ export function SystemPage() {
               <thead>
                 <tr>
                   <th scope="col">Agent</th>
+                  <th scope="col">Name</th>
                   <th scope="col">Description</th>
                   <th scope="col">MCP servers</th>
                   <th scope="col">Strategy</th>
@@ -156,7 +157,10 @@ export function SystemPage() {
               <tbody>
                 {c.agents.map((a) => (
                   <tr key={a.name}>
-                    <td>{a.name}</td>
+                    <td>{a.label}</td>
+                    <td>
+                      <code>{a.name}</code>
+                    </td>
                     <td>{a.description ?? ''}</td>
                     <td>{a.mcp_servers.join(', ')}</td>
                     <td>{a.iteration_strategy ?? 'default'}</td>

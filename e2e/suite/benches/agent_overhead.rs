@@ -198,8 +198,9 @@ spec:
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {{name: BenchAgent}}
+metadata: {{name: bench-agent}}
 spec:
+  displayName: BenchAgent
   description: Calls a tool a few times, then answers.
   mcpServers: [bench]
   maxIterations: 20
@@ -213,7 +214,7 @@ spec:
   iterationStrategy: langchain
   stages:
   - name: investigation
-    agent: BenchAgent
+    agent: bench-agent
 "#
     );
     std::fs::write(config.join("bench.yaml"), manifests).expect("write config");

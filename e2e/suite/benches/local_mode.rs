@@ -43,8 +43,9 @@ const CHUNK_SPACING: Duration = Duration::from_millis(5);
 const CHAINS: &str = r#"
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: Streamer}
+metadata: {name: streamer}
 spec:
+  displayName: Streamer
   mcpServers: [testmcp]
 ---
 apiVersion: tarsy.dev/v1alpha1
@@ -56,7 +57,7 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: only
-    agents: [{name: Charlie, maxIterations: 30}]
+    agents: [{name: charlie, maxIterations: 30}]
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -67,11 +68,11 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: one
-    agent: Alpha
+    agent: alpha
   - name: two
-    agent: Bravo
+    agent: bravo
   - name: three
-    agent: Delta
+    agent: delta
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -82,7 +83,7 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: only
-    agent: Streamer
+    agent: streamer
 "#;
 
 /// A zero-latency model: `Charlie` calls the echo tool `ITERATIONS` times,

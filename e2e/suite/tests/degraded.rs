@@ -25,8 +25,9 @@ spec:
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: Echo}
+metadata: {name: echo}
 spec:
+  displayName: Echo
   mcpServers: [testmcp, broken]
 ---
 apiVersion: tarsy.dev/v1alpha1
@@ -38,7 +39,7 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: look
-    agent: Echo
+    agent: echo
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -50,7 +51,7 @@ spec:
   onMcpServerUnavailable: fail
   stages:
   - name: look
-    agent: Echo
+    agent: echo
 "#;
 
 fn error_events(timeline: &Value) -> Vec<&Value> {

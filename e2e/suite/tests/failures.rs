@@ -21,9 +21,9 @@ spec:
   stages:
   - name: parallel
     successPolicy: any
-    agents: [{name: Alpha, maxIterations: 1}, {name: Bravo}]
+    agents: [{name: alpha, maxIterations: 1}, {name: bravo}]
   - name: final
-    agent: Delta
+    agent: delta
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -35,9 +35,9 @@ spec:
   stages:
   - name: parallel
     successPolicy: all
-    agents: [{name: Alpha, maxIterations: 1}, {name: Bravo}]
+    agents: [{name: alpha, maxIterations: 1}, {name: bravo}]
   - name: final
-    agent: Delta
+    agent: delta
 "#;
 
 const EXEC_SUMMARY: &str = "You write executive summaries";

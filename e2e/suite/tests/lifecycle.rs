@@ -19,9 +19,9 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: only
-    agent: Alpha
+    agent: alpha
   - name: after
-    agent: Delta
+    agent: delta
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -33,7 +33,7 @@ spec:
   sessionTimeout: 2s
   stages:
   - name: only
-    agent: Alpha
+    agent: alpha
 "#;
 
 const EXEC_SUMMARY: &str = "You write executive summaries";

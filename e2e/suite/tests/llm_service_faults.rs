@@ -75,8 +75,9 @@ spec:
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {{name: Responder}}
+metadata: {{name: responder}}
 spec:
+  displayName: Responder
   mcpServers: [testmcp]
   maxIterations: 4
 ---
@@ -89,7 +90,7 @@ spec:
   iterationStrategy: langchain
   stages:
   - name: investigation
-    agent: Responder
+    agent: responder
 "#
     )
 }

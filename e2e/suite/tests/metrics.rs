@@ -17,7 +17,7 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: look
-    agent: Alpha
+    agent: alpha
 "#;
 
 /// The value of the first sample line starting with `prefix`.

@@ -25,7 +25,7 @@ spec:
   slackChannel: "#payments-oncall"
   stages:
   - name: look
-    agent: Alpha
+    agent: alpha
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -36,7 +36,7 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: look
-    agent: Alpha
+    agent: alpha
 "##;
 
 const TOKEN: &str = "xoxb-test-token-0000";

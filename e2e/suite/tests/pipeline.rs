@@ -24,12 +24,12 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: parallel
-    agents: [{name: Alpha}, {name: Bravo, maxIterations: 1}]
+    agents: [{name: alpha}, {name: bravo, maxIterations: 1}]
   - name: replicas
-    agents: [{name: Charlie}]
+    agents: [{name: charlie}]
     replicas: 2
   - name: final
-    agent: Delta
+    agent: delta
 "#;
 
 /// Routing keys: agent names appear in their system prompts; the

@@ -22,9 +22,9 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: investigate
-    agent: Alpha
+    agent: alpha
   - name: conclude
-    agent: Delta
+    agent: delta
 "#;
 
 async fn multi_replica_streaming(db_url: String) {

@@ -45,8 +45,9 @@ const API_BOUND: Duration = Duration::from_millis(2500);
 const CHAIN: &str = r#"
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: Responder}
+metadata: {name: responder}
 spec:
+  displayName: Responder
   mcpServers: [testmcp]
   maxIterations: 8
 ---
@@ -59,7 +60,7 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: investigation
-    agent: Responder
+    agent: responder
 "#;
 
 /// The app's log on the test's output, as `RUST_LOG` asks (none without).

@@ -79,8 +79,11 @@ pub struct ChainStageView {
 /// One agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct AgentView {
-    /// Name.
+    /// Name (what chains refer to).
     pub name: String,
+    /// How prompts, timelines and the dashboard call it (`spec.displayName`,
+    /// else the name).
+    pub label: String,
     /// What it is for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -244,6 +247,7 @@ pub fn configuration_view(
         .agents()
         .map(|a| AgentView {
             name: a.name.clone(),
+            label: config.agent_label(&a.name),
             description: a.spec.description.clone(),
             mcp_servers: a.spec.mcp_servers.clone().unwrap_or_default(),
             iteration_strategy: a.spec.iteration_strategy.map(|s| s.as_str().to_string()),

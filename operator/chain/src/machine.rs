@@ -7,7 +7,7 @@ use tarsy_core::{
 };
 
 use crate::aggregate::aggregate_stage;
-use crate::plan::ChainPlan;
+use crate::plan::{ChainPlan, ExecutionPlan};
 
 /// An execution as it exists now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -357,14 +357,20 @@ fn start_investigation(
 }
 
 fn start_synthesis(plan: &ChainPlan, view: &SessionView, investigated: &StageView) -> Action {
+    // A stage gone from the chain (configuration changed mid-session) is
+    // synthesized by the built-in agent, under its legacy name, which the
+    // configuration resolves as an alias.
     let (name, agent) = plan
         .stages
         .get(investigated.config_index)
-        .map(|s| (s.name.clone(), s.synthesis_agent.clone()))
+        .map(|s| (s.name.clone(), s.synthesis.clone()))
         .unwrap_or_else(|| {
             (
                 format!("stage {}", investigated.config_index + 1),
-                "SynthesisAgent".into(),
+                ExecutionPlan {
+                    agent_name: "SynthesisAgent".into(),
+                    display_name: "SynthesisAgent".into(),
+                },
             )
         });
     Action::StartStage(StageStart {
@@ -376,8 +382,8 @@ fn start_synthesis(plan: &ChainPlan, view: &SessionView, investigated: &StageVie
         parallel_type: None,
         executions: vec![ExecutionStart {
             index: 1,
-            display_name: agent.clone(),
-            agent_name: agent,
+            display_name: agent.display_name,
+            agent_name: agent.agent_name,
             kind: ExecutionKind::Synthesis,
         }],
         previous_stages: stage_results(view),

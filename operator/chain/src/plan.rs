@@ -24,8 +24,8 @@ pub struct StagePlan {
     pub parallel_type: Option<ParallelType>,
     /// One entry per execution, in launch order; never empty.
     pub executions: Vec<ExecutionPlan>,
-    /// Agent that synthesizes the stage when it has more than one execution.
-    pub synthesis_agent: String,
+    /// The agent that synthesizes the stage when it has more than one execution.
+    pub synthesis: ExecutionPlan,
 }
 
 /// One execution of a stage.

@@ -20,7 +20,10 @@ fn stage(name: &str, policy: SuccessPolicy, agents: &[&str]) -> StagePlan {
         success_policy: policy,
         parallel_type: (agents.len() > 1).then_some(ParallelType::MultiAgent),
         executions: agents.iter().map(|a| agent(a)).collect(),
-        synthesis_agent: "SynthesisAgent".into(),
+        synthesis: ExecutionPlan {
+            agent_name: "synthesis-agent".into(),
+            display_name: "SynthesisAgent".into(),
+        },
     }
 }
 
@@ -35,7 +38,10 @@ fn replicas(name: &str, base: &str, n: u32) -> StagePlan {
                 display_name: format!("{base}-{i}"),
             })
             .collect(),
-        synthesis_agent: "SynthesisAgent".into(),
+        synthesis: ExecutionPlan {
+            agent_name: "synthesis-agent".into(),
+            display_name: "SynthesisAgent".into(),
+        },
     }
 }
 
@@ -273,7 +279,8 @@ fn multi_agent_stage_waits_for_all_then_synthesizes() {
     assert_eq!(synth.db_index, 2);
     assert_eq!(synth.synthesis_of, Some(1));
     assert_eq!(synth.executions[0].kind, ExecutionKind::Synthesis);
-    assert_eq!(synth.executions[0].agent_name, "SynthesisAgent");
+    assert_eq!(synth.executions[0].agent_name, "synthesis-agent");
+    assert_eq!(synth.executions[0].display_name, "SynthesisAgent");
 
     sim.end(2, 1, ExecutionStatus::Completed, "synthesized");
     let report = &sim.started[2];

@@ -49,7 +49,7 @@ async fn cluster_view_finds_the_objects_behind_a_session() {
             .any(|c| Some(&c.name) == chain.metadata.name.as_ref())
     );
     assert!(
-        config.agents.iter().any(|a| a.name == "KubernetesAgent"),
+        config.agents.iter().any(|a| a.name == "kubernetes-agent"),
         "built-ins included"
     );
 

@@ -1,10 +1,13 @@
 //! Definitions that ship with TARSy. A resource (or local manifest) with the
 //! same kind and name replaces the built-in one.
 //!
-//! - Agents: `KubernetesAgent` (cluster troubleshooting with the built-in
-//!   Kubernetes MCP server), `ChatAgent` (follow-up questions; inherits its
-//!   strategy and gets the chain's MCP servers), `SynthesisAgent` (combines
-//!   parallel investigations; strategy `synthesis`, tool-less).
+//! - Agents: `kubernetes-agent` (cluster troubleshooting with the built-in
+//!   Kubernetes MCP server), `chat-agent` (follow-up questions; inherits its
+//!   strategy and gets the chain's MCP servers), `synthesis-agent` (combines
+//!   parallel investigations; strategy `synthesis`, tool-less). Their labels
+//!   in prompts and records are `KubernetesAgent`, `ChatAgent` and
+//!   `SynthesisAgent`, which references also accept ([`AGENT_ALIASES`]: the
+//!   names they had before one naming rule held in both modes).
 //! - MCP server `kubernetes-server`: `kubernetes-mcp-server`, read-only and
 //!   without destructive tools, Kubernetes masking. Local mode runs it over
 //!   stdio (`npx`); in a cluster it is a sidecar of the investigation pod
@@ -31,11 +34,19 @@ pub mod masking {
 }
 
 /// The built-in Kubernetes troubleshooting agent.
-pub const KUBERNETES_AGENT: &str = "KubernetesAgent";
+pub const KUBERNETES_AGENT: &str = "kubernetes-agent";
 /// The built-in chat agent (used when a chain's chat names none).
-pub const CHAT_AGENT: &str = "ChatAgent";
+pub const CHAT_AGENT: &str = "chat-agent";
 /// The built-in synthesis agent (used when a stage's synthesis names none).
-pub const SYNTHESIS_AGENT: &str = "SynthesisAgent";
+pub const SYNTHESIS_AGENT: &str = "synthesis-agent";
+/// Names a reference to a built-in agent may also use (alias → name): the
+/// built-ins' names before object names followed the Kubernetes rule in both
+/// modes, and still their display names.
+pub const AGENT_ALIASES: [(&str, &str); 3] = [
+    ("KubernetesAgent", KUBERNETES_AGENT),
+    ("ChatAgent", CHAT_AGENT),
+    ("SynthesisAgent", SYNTHESIS_AGENT),
+];
 /// The built-in Kubernetes MCP server.
 pub const KUBERNETES_SERVER: &str = "kubernetes-server";
 /// Pinned npm version of kubernetes-mcp-server.
@@ -90,6 +101,7 @@ pub fn agents() -> BTreeMap<String, AgentSpec> {
         (
             KUBERNETES_AGENT.to_string(),
             AgentSpec {
+                display_name: Some("KubernetesAgent".into()),
                 description: Some(
                     "Troubleshoots Kubernetes workloads with read-only cluster access.".into(),
                 ),
@@ -102,6 +114,7 @@ pub fn agents() -> BTreeMap<String, AgentSpec> {
         (
             CHAT_AGENT.to_string(),
             AgentSpec {
+                display_name: Some("ChatAgent".into()),
                 description: Some("Answers follow-up questions about an investigation.".into()),
                 custom_instructions: Some(CHAT_AGENT_INSTRUCTIONS.into()),
                 // Chat gets the chain's servers (or the union of its stages').
@@ -113,6 +126,7 @@ pub fn agents() -> BTreeMap<String, AgentSpec> {
         (
             SYNTHESIS_AGENT.to_string(),
             AgentSpec {
+                display_name: Some("SynthesisAgent".into()),
                 description: Some("Combines parallel investigations into one analysis.".into()),
                 custom_instructions: Some(SYNTHESIS_AGENT_INSTRUCTIONS.into()),
                 mcp_servers: None,

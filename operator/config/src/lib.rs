@@ -49,14 +49,14 @@
 //! The backend always follows the resolved strategy
 //! ([`tarsy_core::IterationStrategy::backend`]).
 //!
-//! Chat ([`Config::resolve_chat`]): agent `chat.agent` → `ChatAgent`;
+//! Chat ([`Config::resolve_chat`]): agent `chat.agent` → `chat-agent`;
 //! strategy defaults → agent → chain → chat; provider defaults → chain →
 //! chat; max iterations defaults → agent → chain → chat; MCP servers agent →
 //! chain (else the union of the stages' servers) → chat → the session's
 //! `mcpSelection` (replace, not merge).
 //!
 //! Synthesis ([`Config::resolve_synthesis`]): agent `synthesis.agent` →
-//! `SynthesisAgent`; strategy `synthesis` → agent → `synthesis.iterationStrategy`;
+//! `synthesis-agent`; strategy `synthesis` → agent → `synthesis.iterationStrategy`;
 //! provider defaults → chain → synthesis; no MCP servers.
 //!
 //! Executive summary ([`Config::resolve_executive_summary`]): provider
@@ -64,7 +64,7 @@
 //! chain `iterationStrategy` → defaults.
 //!
 //! Success policy ([`resolve_success_policy`]): stage → defaults → `any`.
-//! Replicas ([`stage_executions`]): the stage's single agent (`agent`, or
+//! Replicas ([`Config::stage_executions`]): the stage's single agent (`agent`, or
 //! `agents` with one entry, overrides included) as `{agent}-1` … `{agent}-N`; resolution
 //! uses the base name, the display name only labels records.
 
@@ -101,5 +101,5 @@ pub use loader::{
 pub use registry::{Config, Named, Origin};
 pub use resolve::{
     ExecutionConfig, ExecutiveSummaryConfig, chat_enabled, parallel_type, replica_name,
-    resolve_success_policy, stage_executions,
+    resolve_success_policy,
 };

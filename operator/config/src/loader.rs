@@ -1,8 +1,8 @@
 //! Local mode: configuration from a directory of multi-document YAML
 //! manifests of the cluster kinds (Chain, Agent, MCPServer, LLMProvider),
 //! plus an optional `kind: Defaults` document, with `${VAR}` interpolation.
-//! Each object is checked exactly as the API server would check it (CRD
-//! schema and CEL rules), then the whole set is cross-validated.
+//! Each object is checked exactly as the API server would check it (its
+//! name, CRD schema and CEL rules), then the whole set is cross-validated.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -149,6 +149,31 @@ fn name_of(doc: &Value) -> String {
         .to_string()
 }
 
+/// The object's name, if Kubernetes would accept it (the rule both modes
+/// share, [`crate::model::object_name_problem`]), and its checked spec.
+fn named_spec<T: DeserializeOwned>(
+    file: &str,
+    doc: &Value,
+) -> Result<(String, T), Vec<ConfigError>> {
+    let name = name_of(doc);
+    let name_error = crate::model::object_name_problem(&name).map(|mut problem| {
+        if doc.get("kind").and_then(Value::as_str) == Some("Agent") && !name.is_empty() {
+            problem.push_str(&format!(
+                " (prompts and records can keep calling it {name:?}: `spec.displayName: {name}`)"
+            ));
+        }
+        ConfigError::new(
+            object_location(file, doc).field("metadata.name"),
+            Problem::Schema(problem),
+        )
+    });
+    match (spec::<T>(file, doc), name_error) {
+        (Ok(spec), None) => Ok((name, spec)),
+        (Ok(_), Some(e)) => Err(vec![e]),
+        (Err(errors), e) => Err(e.into_iter().chain(errors).collect()),
+    }
+}
+
 fn parse_defaults(file: &str, doc: &Value) -> Result<ConfigObject, Vec<ConfigError>> {
     let at = object_location(file, doc);
     if doc.get("apiVersion").and_then(Value::as_str) != Some(crate::model::API_VERSION) {
@@ -191,14 +216,14 @@ pub fn parse_config(
     for doc in &docs {
         let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
         let parsed = match kind {
-            "Chain" => spec::<ChainSpec>(file, doc)
-                .map(|c| ConfigObject::Chain(Named::new(name_of(doc), c, origin()))),
-            "Agent" => spec::<AgentSpec>(file, doc)
-                .map(|a| ConfigObject::Agent(Named::new(name_of(doc), a, origin()))),
-            "MCPServer" => spec::<MCPServerSpec>(file, doc)
-                .map(|m| ConfigObject::McpServer(Box::new(Named::new(name_of(doc), m, origin())))),
-            "LLMProvider" => spec::<LLMProviderSpec>(file, doc)
-                .map(|p| ConfigObject::LlmProvider(Named::new(name_of(doc), p, origin()))),
+            "Chain" => named_spec::<ChainSpec>(file, doc)
+                .map(|(n, c)| ConfigObject::Chain(Named::new(n, c, origin()))),
+            "Agent" => named_spec::<AgentSpec>(file, doc)
+                .map(|(n, a)| ConfigObject::Agent(Named::new(n, a, origin()))),
+            "MCPServer" => named_spec::<MCPServerSpec>(file, doc)
+                .map(|(n, m)| ConfigObject::McpServer(Box::new(Named::new(n, m, origin())))),
+            "LLMProvider" => named_spec::<LLMProviderSpec>(file, doc)
+                .map(|(n, p)| ConfigObject::LlmProvider(Named::new(n, p, origin()))),
             DEFAULTS_KIND => parse_defaults(file, doc),
             "Alert" | "AgentExecution" => Err(vec![ConfigError::new(
                 object_location(file, doc),
@@ -412,8 +437,14 @@ pub fn parse_alerts(
     let mut errors = Vec::new();
     for doc in documents(file, &text)? {
         match doc.get("kind").and_then(Value::as_str) {
-            Some("Alert") => match spec::<AlertSpec>(file, &doc) {
-                Ok(a) => alerts.push(Named::new(name_of(&doc), a, Origin::File(file.to_string()))),
+            // An alert file may leave its name out (a cluster would then
+            // need generateName); a name it gives follows the one rule.
+            Some("Alert") if name_of(&doc).is_empty() => match spec::<AlertSpec>(file, &doc) {
+                Ok(a) => alerts.push(Named::new("", a, Origin::File(file.to_string()))),
+                Err(e) => errors.extend(e),
+            },
+            Some("Alert") => match named_spec::<AlertSpec>(file, &doc) {
+                Ok((n, a)) => alerts.push(Named::new(n, a, Origin::File(file.to_string()))),
                 Err(e) => errors.extend(e),
             },
             other => errors.push(ConfigError::new(

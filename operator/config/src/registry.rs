@@ -130,9 +130,30 @@ impl Config {
         self.llm_providers.insert(provider.name.clone(), provider)
     }
 
-    /// An agent definition by name.
+    /// An agent definition by name (or by a built-in's alias,
+    /// [`builtin::AGENT_ALIASES`]).
     pub fn agent(&self, name: &str) -> Option<&Named<AgentSpec>> {
-        self.agents.get(name)
+        self.agents.get(name).or_else(|| {
+            let (_, canonical) = builtin::AGENT_ALIASES
+                .iter()
+                .find(|(alias, _)| *alias == name)?;
+            self.agents.get(*canonical)
+        })
+    }
+
+    /// How the agent `reference` names is called in prompts, records and the
+    /// dashboard: its `displayName`, else its name; the reference itself
+    /// when no agent has that name (the execution then fails to resolve,
+    /// under that label).
+    pub fn agent_label(&self, reference: &str) -> String {
+        match self.agent(reference) {
+            Some(agent) => agent
+                .spec
+                .display_name
+                .clone()
+                .unwrap_or_else(|| agent.name.clone()),
+            None => reference.to_string(),
+        }
     }
 
     /// A chain by name.

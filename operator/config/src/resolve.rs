@@ -47,42 +47,10 @@ fn single_agent(stage: &StageSpec) -> Option<StageAgentSpec> {
     }
 }
 
-/// The executions a stage launches, in order: the stage's single agent
-/// (`agent`, or `agents` with one entry) × `replicas` (named `{agent}-1` …
-/// `{agent}-N` when N > 1), or every entry of `agents` (validation rejects
-/// `replicas` there). A single-agent stage is N = 1, not a special case.
-pub fn stage_executions(stage: &StageSpec) -> Vec<ExecutionConfig> {
-    if let Some(agent) = single_agent(stage) {
-        let replicas = stage.replicas_count().max(1);
-        return (1..=replicas)
-            .map(|n| ExecutionConfig {
-                display_name: if replicas > 1 {
-                    replica_name(&agent.name, n)
-                } else {
-                    agent.name.clone()
-                },
-                stage_agent: agent.clone(),
-                agent_index: n,
-            })
-            .collect();
-    }
-    stage
-        .agents
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, a)| ExecutionConfig {
-            stage_agent: a.clone(),
-            display_name: a.name.clone(),
-            agent_index: i as u32 + 1,
-        })
-        .collect()
-}
-
 /// How a stage's executions relate: several different agents → multi_agent,
 /// one agent with replicas > 1 → replica, a single execution → none.
 pub fn parallel_type(stage: &StageSpec) -> Option<ParallelType> {
-    match stage_executions(stage).len() {
+    match stage.execution_count() {
         0 | 1 => None,
         _ if single_agent(stage).is_some() => Some(ParallelType::Replica),
         _ => Some(ParallelType::MultiAgent),
@@ -128,6 +96,40 @@ fn cascade<T: Clone>(base: T, levels: &[Option<T>]) -> T {
 }
 
 impl Config {
+    /// The executions a stage launches, in order, under their labels: the
+    /// stage's single agent (`agent`, or `agents` with one entry) × `replicas`
+    /// (labelled `{label}-1` … `{label}-N` when N > 1), or every entry of
+    /// `agents` (validation rejects `replicas` there). A single-agent stage is
+    /// N = 1, not a special case. Labels come from [`Config::agent_label`].
+    pub fn stage_executions(&self, stage: &StageSpec) -> Vec<ExecutionConfig> {
+        if let Some(agent) = single_agent(stage) {
+            let replicas = stage.replicas_count().max(1);
+            let label = self.agent_label(&agent.name);
+            return (1..=replicas)
+                .map(|n| ExecutionConfig {
+                    display_name: if replicas > 1 {
+                        replica_name(&label, n)
+                    } else {
+                        label.clone()
+                    },
+                    stage_agent: agent.clone(),
+                    agent_index: n,
+                })
+                .collect();
+        }
+        stage
+            .agents
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, a)| ExecutionConfig {
+                stage_agent: a.clone(),
+                display_name: self.agent_label(&a.name),
+                agent_index: i as u32 + 1,
+            })
+            .collect()
+    }
+
     fn agent_def(&self, name: &str) -> Result<&Named<AgentSpec>, ResolveError> {
         self.agent(name)
             .ok_or_else(|| ResolveError::AgentNotFound(name.to_string()))
@@ -181,7 +183,8 @@ impl Config {
         display_name: &str,
     ) -> Result<ResolvedAgentConfig, ResolveError> {
         let d = &self.defaults;
-        let agent = &self.agent_def(&stage_agent.name)?.spec;
+        let definition = self.agent_def(&stage_agent.name)?;
+        let agent = &definition.spec;
         let strategy: IterationStrategy = cascade(
             d.iteration_strategy,
             &[
@@ -212,7 +215,7 @@ impl Config {
             ],
         );
         Ok(ResolvedAgentConfig {
-            agent_name: stage_agent.name.clone(),
+            agent_name: definition.name.clone(),
             display_name: display_name.to_string(),
             iteration_strategy: strategy,
             backend: strategy.backend(),
@@ -231,7 +234,7 @@ impl Config {
     ///
     /// | field | order (later wins) |
     /// |---|---|
-    /// | agent | `SynthesisAgent` → synthesis.agent |
+    /// | agent | `synthesis-agent` → synthesis.agent |
     /// | iteration strategy | `synthesis` → agent → synthesis.iterationStrategy (chain and defaults are not used: they name tool strategies) |
     /// | LLM provider | defaults → chain → synthesis.llmProvider |
     /// | max iterations | defaults → agent → chain → stage |
@@ -243,11 +246,9 @@ impl Config {
     ) -> Result<ResolvedAgentConfig, ResolveError> {
         let d = &self.defaults;
         let synthesis = stage.synthesis.clone().unwrap_or_default();
-        let agent_name = synthesis
-            .agent
-            .clone()
-            .unwrap_or_else(|| SYNTHESIS_AGENT.to_string());
-        let agent = &self.agent_def(&agent_name)?.spec;
+        let reference = synthesis.agent.as_deref().unwrap_or(SYNTHESIS_AGENT);
+        let definition = self.agent_def(reference)?;
+        let agent = &definition.spec;
         let strategy: IterationStrategy = cascade(
             IterationStrategy::Synthesis,
             &[agent.iteration_strategy, synthesis.iteration_strategy],
@@ -265,8 +266,8 @@ impl Config {
             ],
         );
         Ok(ResolvedAgentConfig {
-            display_name: agent_name.clone(),
-            agent_name,
+            display_name: self.agent_label(reference),
+            agent_name: definition.name.clone(),
             iteration_strategy: strategy,
             backend: strategy.backend(),
             llm_provider: self.llm_provider_config(&provider)?,
@@ -287,7 +288,7 @@ impl Config {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
         for stage in &chain.stages {
-            for exec in stage_executions(stage) {
+            for exec in self.stage_executions(stage) {
                 let servers = non_empty(&exec.stage_agent.mcp_servers)
                     .cloned()
                     .or_else(|| {
@@ -308,7 +309,7 @@ impl Config {
     ///
     /// | field | order (later wins) |
     /// |---|---|
-    /// | agent | `ChatAgent` → chat.agent |
+    /// | agent | `chat-agent` → chat.agent |
     /// | iteration strategy | defaults → agent → chain → chat |
     /// | LLM provider | defaults → chain → chat |
     /// | max iterations | defaults → agent → chain → chat |
@@ -328,8 +329,9 @@ impl Config {
         }
         let d = &self.defaults;
         let chat = chain.chat.clone().unwrap_or_default();
-        let agent_name = chat.agent.clone().unwrap_or_else(|| CHAT_AGENT.to_string());
-        let agent = &self.agent_def(&agent_name)?.spec;
+        let reference = chat.agent.as_deref().unwrap_or(CHAT_AGENT);
+        let definition = self.agent_def(reference)?;
+        let agent = &definition.spec;
         let strategy: IterationStrategy = cascade(
             d.iteration_strategy,
             &[
@@ -362,8 +364,8 @@ impl Config {
             ],
         );
         let mut resolved = ResolvedAgentConfig {
-            display_name: agent_name.clone(),
-            agent_name,
+            display_name: self.agent_label(reference),
+            agent_name: definition.name.clone(),
             iteration_strategy: strategy,
             backend: strategy.backend(),
             llm_provider: self.llm_provider_config(&provider)?,

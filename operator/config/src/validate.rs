@@ -10,7 +10,6 @@ use tarsy_masking::MaskingError;
 
 use crate::error::{ConfigError, Location, ObjectRef, Problem};
 use crate::registry::{Config, Named};
-use crate::resolve::stage_executions;
 
 struct Report<'a> {
     config: &'a Config,
@@ -219,7 +218,7 @@ impl Config {
                     Problem::Invalid(format!("duplicate stage name {:?}", stage.name)),
                 );
             }
-            let execs = stage_executions(stage);
+            let execs = self.stage_executions(stage);
             if execs.is_empty() {
                 r.push(
                     at.clone().field(sp.clone()),
@@ -233,13 +232,24 @@ impl Config {
             for (ai, sa) in stage.agents.iter().flatten().enumerate() {
                 let ap = format!("{sp}.agents[{ai}]");
                 r.agent_ref(&at, format!("{ap}.name"), &sa.name);
-                if !seen.insert(sa.name.as_str()) {
-                    r.push(
-                        at.clone().field(format!("{ap}.name")),
-                        Problem::Invalid(format!(
+                // Executions are told apart by their labels (records,
+                // prompts, AgentExecution names): one label per stage.
+                let label = self.agent_label(&sa.name);
+                if !seen.insert(label.clone()) {
+                    let problem = if label == sa.name {
+                        format!(
                             "agent {:?} is listed twice in the stage; use agent + replicas to run it several times",
                             sa.name
-                        )),
+                        )
+                    } else {
+                        format!(
+                            "agent {:?} is labelled {label:?} like another agent of the stage; use agent + replicas to run one agent several times, or give each its own displayName",
+                            sa.name
+                        )
+                    };
+                    r.push(
+                        at.clone().field(format!("{ap}.name")),
+                        Problem::Invalid(problem),
                     );
                 }
                 if let Some(p) = &sa.llm_provider {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tarsy_config::{
     Config, ConfigErrors, DefaultsSpec, Placement, Problem, build_config, load_alert_file,
-    load_dir_with, load_files_with, parse_config, stage_executions,
+    load_dir_with, load_files_with, parse_config,
 };
 use tarsy_core::{Backend, IterationStrategy, McpTransport, SuccessPolicy};
 
@@ -71,7 +71,7 @@ fn example_manifests_load_and_resolve() {
 
     // investigation: data-collector, chain provider and strategy.
     let s0 = &spec.stages[0];
-    let e = stage_executions(s0);
+    let e = c.stage_executions(s0);
     let r = c
         .resolve_agent(spec, s0, &e[0].stage_agent, &e[0].display_name)
         .unwrap();
@@ -89,11 +89,12 @@ fn example_manifests_load_and_resolve() {
 
     // remediation: built-in KubernetesAgent overridden to react on openai.
     let s1 = &spec.stages[1];
-    let e = stage_executions(s1);
+    let e = c.stage_executions(s1);
     let r = c
         .resolve_agent(spec, s1, &e[0].stage_agent, &e[0].display_name)
         .unwrap();
-    assert_eq!(r.agent_name, "KubernetesAgent");
+    assert_eq!(r.agent_name, "kubernetes-agent");
+    assert_eq!(r.display_name, "KubernetesAgent");
     assert_eq!(r.iteration_strategy, IterationStrategy::React);
     assert_eq!(r.backend, Backend::Langchain);
     assert_eq!(r.llm_provider.name, "openai-main");
@@ -106,7 +107,7 @@ fn example_manifests_load_and_resolve() {
     // validation: two agents, policy all, synthesis on Gemini thinking.
     let s2 = &spec.stages[2];
     assert_eq!(c.resolve_success_policy(s2), SuccessPolicy::All);
-    let e = stage_executions(s2);
+    let e = c.stage_executions(s2);
     let r = c
         .resolve_agent(spec, s2, &e[1].stage_agent, &e[1].display_name)
         .unwrap();
@@ -117,7 +118,8 @@ fn example_manifests_load_and_resolve() {
         "chain beats agent"
     );
     let syn = c.resolve_synthesis(spec, s2).unwrap();
-    assert_eq!(syn.agent_name, "SynthesisAgent");
+    assert_eq!(syn.agent_name, "synthesis-agent");
+    assert_eq!(syn.display_name, "SynthesisAgent");
     assert_eq!(
         syn.iteration_strategy,
         IterationStrategy::SynthesisNativeThinking
@@ -126,7 +128,7 @@ fn example_manifests_load_and_resolve() {
     // scaling-review: two replicas.
     let s3 = &spec.stages[3];
     assert_eq!(c.resolve_success_policy(s3), SuccessPolicy::Any);
-    let e = stage_executions(s3);
+    let e = c.stage_executions(s3);
     assert_eq!(
         e.iter()
             .map(|x| x.display_name.as_str())
@@ -324,7 +326,8 @@ spec:
     let config = load(&[("chains.yaml", chain)]).unwrap_or_else(|e| panic!("{e}"));
     let stage = &config.chain("scaling").unwrap().spec.stages[0];
     assert_eq!(
-        stage_executions(stage)
+        config
+            .stage_executions(stage)
             .iter()
             .map(|e| e.display_name.as_str())
             .collect::<Vec<_>>(),
@@ -455,7 +458,7 @@ spec:
     // A SynthesisAgent redefined with a tool strategy cannot synthesize.
     let override_synth = "apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: SynthesisAgent}
+metadata: {name: synthesis-agent}
 spec: {iterationStrategy: langchain}
 ---
 apiVersion: tarsy.dev/v1alpha1
@@ -472,14 +475,14 @@ spec:
             .contains("spec.stages[0].agents[1].name: agent \"KubernetesAgent\" is listed twice")),
         "{errs:#?}"
     );
-    assert!(errs.iter().any(|e| e.contains("spec.stages[0].synthesis: synthesis agent \"SynthesisAgent\" resolves to strategy langchain, which calls tools")), "{errs:#?}");
+    assert!(errs.iter().any(|e| e.contains("spec.stages[0].synthesis: synthesis agent \"synthesis-agent\" resolves to strategy langchain, which calls tools")), "{errs:#?}");
 }
 
 #[test]
 fn builtins_can_be_overridden() {
     let docs = "apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: KubernetesAgent}
+metadata: {name: kubernetes-agent}
 spec: {customInstructions: mine, mcpServers: [kubernetes-server]}
 ---
 apiVersion: tarsy.dev/v1alpha1
@@ -724,4 +727,92 @@ fn parse_then_build_equals_load() {
     let err = build_config(objects, &DefaultsSpec::default()).unwrap_err();
     // Alone, the agents reference servers that are not defined.
     assert!(err.to_string().contains("agents.yaml: Agent \"config-validator\": spec.mcpServers[0]: unknown MCP server \"kubernetes\""), "{err}");
+}
+
+#[test]
+fn names_follow_the_kubernetes_rule_in_local_mode_too() {
+    let camel = "apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: DataCollector}
+spec: {}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: Pod_Alerts}
+spec: {stages: [{name: s, agent: kubernetes-agent}]}
+";
+    let errs = errors(&[("a.yaml", camel)]);
+    assert_eq!(
+        errs,
+        [
+            "a.yaml: Agent \"DataCollector\": metadata.name: \"DataCollector\": an object name must be \
+             lowercase letters, digits, '-' or '.', starting and ending with a letter or digit (the \
+             rule Kubernetes applies); e.g. \"data-collector\" (prompts and records can keep calling \
+             it \"DataCollector\": `spec.displayName: DataCollector`)",
+            "a.yaml: Chain \"Pod_Alerts\": metadata.name: \"Pod_Alerts\": an object name must be \
+             lowercase letters, digits, '-' or '.', starting and ending with a letter or digit (the \
+             rule Kubernetes applies); e.g. \"pod-alerts\"",
+        ]
+    );
+}
+
+#[test]
+fn agents_are_labelled_by_display_name_and_built_ins_keep_their_old_names_as_aliases() {
+    let docs = "apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: data-collector}
+spec: {displayName: DataCollector}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: c}
+spec:
+  stages:
+  - {name: collect, agent: data-collector, replicas: 2}
+  - {name: old-name, agent: KubernetesAgent}
+  - {name: new-name, agent: kubernetes-agent}
+";
+    let c = load(&[("c.yaml", docs)]).unwrap_or_else(|e| panic!("{e}"));
+    let chain = &c.chain("c").unwrap().spec;
+    let labels = |i: usize| -> Vec<String> {
+        c.stage_executions(&chain.stages[i])
+            .into_iter()
+            .map(|e| e.display_name)
+            .collect()
+    };
+    assert_eq!(labels(0), ["DataCollector-1", "DataCollector-2"]);
+    assert_eq!(labels(1), ["KubernetesAgent"]);
+    assert_eq!(labels(2), ["KubernetesAgent"]);
+    for i in [1, 2] {
+        let stage = &chain.stages[i];
+        let e = &c.stage_executions(stage)[0];
+        let r = c
+            .resolve_agent(chain, stage, &e.stage_agent, &e.display_name)
+            .unwrap();
+        assert_eq!(r.agent_name, "kubernetes-agent", "stage {i}");
+    }
+
+    // Two agents of one stage may not share a label.
+    let twins = "apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: logs}
+spec: {displayName: Collector}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: metrics}
+spec: {displayName: Collector}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: c}
+spec: {stages: [{name: s, agents: [{name: logs}, {name: metrics}]}]}
+";
+    let errs = errors(&[("t.yaml", twins)]);
+    assert!(
+        errs.iter().any(|e| e.contains(
+            "spec.stages[0].agents[1].name: agent \"metrics\" is labelled \"Collector\" like another agent of the stage"
+        )),
+        "{errs:#?}"
+    );
 }

@@ -12,7 +12,7 @@ use tarsy_config::model::{
 };
 use tarsy_config::{
     Config, Defaults, Named, Origin, ResolveError, SelectionError, parallel_type, replica_name,
-    resolve_success_policy, stage_executions,
+    resolve_success_policy,
 };
 use tarsy_core::{
     Backend, IterationStrategy as Core, McpSelection, McpServerSelection, ParallelType,
@@ -531,7 +531,7 @@ fn run_chat_rows<T: PartialEq + std::fmt::Debug>(
         (row.setup)(&mut l);
         let mut c = config(&l);
         // The built-in ChatAgent plays "agentDef"; rows edit `l.agent` for it.
-        c.insert_agent(Named::new("ChatAgent", l.agent.clone(), Origin::Builtin));
+        c.insert_agent(Named::new("chat-agent", l.agent.clone(), Origin::Builtin));
         let resolved = c
             .resolve_chat("chain", &l.chain, None)
             .unwrap_or_else(|e| panic!("chat {field} / {}: {e}", row.name));
@@ -548,7 +548,8 @@ fn chat_agent_is_chat_config_else_builtin_chat_agent() {
     let l = chat_levels();
     let c = config(&l);
     let r = c.resolve_chat("chain", &l.chain, None).unwrap();
-    assert_eq!(r.agent_name, "ChatAgent");
+    assert_eq!(r.agent_name, "chat-agent");
+    assert_eq!(r.display_name, "ChatAgent");
     assert!(
         r.custom_instructions.contains("follow-up"),
         "built-in ChatAgent instructions"
@@ -843,7 +844,7 @@ fn synthesis_agent_and_strategy() {
         Row {
             name: "built-in SynthesisAgent with its synthesis strategy",
             setup: |_| {},
-            expect: ("SynthesisAgent".to_string(), Core::Synthesis),
+            expect: ("synthesis-agent".to_string(), Core::Synthesis),
         },
         Row {
             name: "chain and defaults strategies do not apply (tool strategies)",
@@ -851,12 +852,12 @@ fn synthesis_agent_and_strategy() {
                 l.chain.iteration_strategy = Some(S::NativeThinking);
                 l.defaults.iteration_strategy = Core::NativeThinking;
             },
-            expect: ("SynthesisAgent".to_string(), Core::Synthesis),
+            expect: ("synthesis-agent".to_string(), Core::Synthesis),
         },
         Row {
             name: "synthesis strategy over the agent's",
             setup: |l| synthesis(l).iteration_strategy = Some(S::SynthesisNativeThinking),
-            expect: ("SynthesisAgent".to_string(), Core::SynthesisNativeThinking),
+            expect: ("synthesis-agent".to_string(), Core::SynthesisNativeThinking),
         },
         Row {
             name: "custom synthesis agent without a strategy falls back to synthesis",
@@ -1058,6 +1059,7 @@ fn success_policy_stage_defaults_any() {
 
 #[test]
 fn stage_executions_and_replica_names() {
+    let builtin = Config::builtin(Defaults::default());
     // agents: one execution each, named by agent, 1-based indexes.
     let mut s = stage();
     s.agents = Some(vec![
@@ -1067,7 +1069,7 @@ fn stage_executions_and_replica_names() {
             ..StageAgentSpec::named("b")
         },
     ]);
-    let e = stage_executions(&s);
+    let e = builtin.stage_executions(&s);
     assert_eq!(
         e.iter()
             .map(|x| (x.display_name.as_str(), x.agent_index))
@@ -1088,7 +1090,7 @@ fn stage_executions_and_replica_names() {
         replicas: Some(3),
         ..stage()
     };
-    let e = stage_executions(&s);
+    let e = builtin.stage_executions(&s);
     assert_eq!(
         e.iter()
             .map(|x| x.display_name.as_str())
@@ -1117,7 +1119,7 @@ fn stage_executions_and_replica_names() {
         replicas: Some(2),
         ..stage()
     };
-    let le = stage_executions(&listed);
+    let le = builtin.stage_executions(&listed);
     assert_eq!(
         le.iter()
             .map(|x| (x.display_name.as_str(), x.agent_index))
@@ -1138,9 +1140,23 @@ fn stage_executions_and_replica_names() {
         replicas: Some(1),
         ..stage()
     };
-    assert_eq!(stage_executions(&single)[0].display_name, "KubernetesAgent");
+    assert_eq!(
+        builtin.stage_executions(&single)[0].display_name,
+        "KubernetesAgent"
+    );
     assert_eq!(parallel_type(&single), None);
-    assert_eq!(stage_executions(&stage()).len(), 1);
+    assert_eq!(builtin.stage_executions(&stage()).len(), 1);
+
+    // Labels are display names: the built-in's name and its alias both
+    // label the execution `KubernetesAgent`.
+    let canonical = StageSpec {
+        agent: Some("kubernetes-agent".into()),
+        ..single.clone()
+    };
+    assert_eq!(
+        builtin.stage_executions(&canonical)[0].display_name,
+        "KubernetesAgent"
+    );
     assert_eq!(parallel_type(&stage()), None);
 
     // Replica resolution uses the base agent's definition.
@@ -1149,7 +1165,7 @@ fn stage_executions_and_replica_names() {
     let r = c
         .resolve_agent(&l.chain, &s, &e[2].stage_agent, &e[2].display_name)
         .unwrap();
-    assert_eq!(r.agent_name, "KubernetesAgent");
+    assert_eq!(r.agent_name, "kubernetes-agent");
     assert_eq!(r.display_name, "KubernetesAgent-3");
     assert_eq!(r.mcp_servers, ["kubernetes-server"]);
 }

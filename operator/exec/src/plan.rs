@@ -2,14 +2,11 @@
 //! chain plan, and each execution's resolved agent configuration.
 
 use tarsy_chain::{ChainPlan, ExecutionPlan, StagePlan};
-use tarsy_config::model::ChainSpec;
-use tarsy_config::{Config, Named, parallel_type, stage_executions};
+use tarsy_config::model::{ChainSpec, StageSpec};
+use tarsy_config::{Config, Named, parallel_type};
 use tarsy_core::{McpSelection, ResolvedAgentConfig, StageKind};
 
 use crate::error::{ExecError, Result};
-
-/// Name of the built-in synthesis agent (used when a stage names none).
-const SYNTHESIS_AGENT: &str = tarsy_config::builtin::SYNTHESIS_AGENT;
 
 /// The chain flattened for [`tarsy_chain::decide`]: every stage with its
 /// executions expanded (multi-agent entries, or `{agent}-N` replicas).
@@ -22,23 +19,34 @@ pub fn chain_plan(config: &Config, chain: &Named<ChainSpec>) -> ChainPlan {
             name: stage.name.clone(),
             success_policy: config.resolve_success_policy(stage),
             parallel_type: parallel_type(stage),
-            executions: stage_executions(stage)
+            executions: config
+                .stage_executions(stage)
                 .into_iter()
                 .map(|e| ExecutionPlan {
                     agent_name: e.stage_agent.name.clone(),
                     display_name: e.display_name,
                 })
                 .collect(),
-            synthesis_agent: stage
-                .synthesis
-                .as_ref()
-                .and_then(|s| s.agent.clone())
-                .unwrap_or_else(|| SYNTHESIS_AGENT.to_string()),
+            synthesis: synthesis_plan(config, stage),
         })
         .collect();
     ChainPlan {
         chain: chain.name.clone(),
         stages,
+    }
+}
+
+/// The agent that synthesizes `stage`: `synthesis.agent`, else the
+/// built-in one.
+fn synthesis_plan(config: &Config, stage: &StageSpec) -> ExecutionPlan {
+    let agent_name = stage
+        .synthesis
+        .as_ref()
+        .and_then(|s| s.agent.clone())
+        .unwrap_or_else(|| tarsy_config::builtin::SYNTHESIS_AGENT.to_string());
+    ExecutionPlan {
+        display_name: config.agent_label(&agent_name),
+        agent_name,
     }
 }
 
@@ -69,7 +77,8 @@ pub fn resolve_execution(
     match kind {
         StageKind::Synthesis | StageKind::Chat => Ok(config.resolve_synthesis(chain, stage)?),
         StageKind::Investigation => {
-            let execution = stage_executions(stage)
+            let execution = config
+                .stage_executions(stage)
                 .into_iter()
                 .find(|e| e.agent_index == index)
                 .ok_or_else(|| {
@@ -113,13 +122,13 @@ spec: {url: "http://127.0.0.1:1/mcp"}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: A}
-spec: {mcpServers: [srv]}
+metadata: {name: a}
+spec: {displayName: A, mcpServers: [srv]}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: B}
-spec: {}
+metadata: {name: b}
+spec: {displayName: B}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -129,13 +138,13 @@ spec:
   llmProvider: p
   stages:
   - name: one
-    agent: A
+    agent: a
   - name: many
     successPolicy: all
-    agents: [{name: A}, {name: B, iterationStrategy: react}]
-    synthesis: {agent: B}
+    agents: [{name: a}, {name: b, iterationStrategy: react}]
+    synthesis: {agent: b}
   - name: copies
-    agent: B
+    agent: b
     replicas: 3
 "#;
 
@@ -160,14 +169,16 @@ spec:
         assert_eq!(names(0), ["A"]);
         assert_eq!(names(1), ["A", "B"]);
         assert_eq!(names(2), ["B-1", "B-2", "B-3"]);
-        assert_eq!(plan.stages[2].executions[1].agent_name, "B");
+        assert_eq!(plan.stages[2].executions[1].agent_name, "b");
         assert_eq!(plan.stages[0].parallel_type, None);
         assert_eq!(plan.stages[1].parallel_type, Some(ParallelType::MultiAgent));
         assert_eq!(plan.stages[2].parallel_type, Some(ParallelType::Replica));
         assert_eq!(plan.stages[0].success_policy, SuccessPolicy::Any);
         assert_eq!(plan.stages[1].success_policy, SuccessPolicy::All);
-        assert_eq!(plan.stages[0].synthesis_agent, "SynthesisAgent");
-        assert_eq!(plan.stages[1].synthesis_agent, "B");
+        assert_eq!(plan.stages[0].synthesis.agent_name, "synthesis-agent");
+        assert_eq!(plan.stages[0].synthesis.display_name, "SynthesisAgent");
+        assert_eq!(plan.stages[1].synthesis.agent_name, "b");
+        assert_eq!(plan.stages[1].synthesis.display_name, "B");
     }
 
     #[test]
@@ -179,7 +190,7 @@ spec:
         let replica =
             resolve_execution(&config, chain, 2, StageKind::Investigation, 3, None).unwrap();
         assert_eq!(replica.display_name, "B-3");
-        assert_eq!(replica.agent_name, "B");
+        assert_eq!(replica.agent_name, "b");
         let synthesis =
             resolve_execution(&config, chain, 1, StageKind::Synthesis, 1, None).unwrap();
         assert!(synthesis.mcp_servers.is_empty());

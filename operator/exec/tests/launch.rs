@@ -63,8 +63,8 @@ spec: {type: google, model: m, apiKeyEnv: K}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: Solo}
-spec: {mcpServers: [], customInstructions: "Investigate."}
+metadata: {name: solo}
+spec: {displayName: Solo, mcpServers: [], customInstructions: "Investigate."}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -72,7 +72,7 @@ metadata: {name: c}
 spec:
   alertTypes: [T]
   llmProvider: p
-  stages: [{name: one, agent: Solo}]
+  stages: [{name: one, agent: solo}]
 "#;
     let objects = tarsy_config::parse_config("t.yaml", yaml, &|_| None).unwrap();
     let config =

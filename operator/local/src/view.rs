@@ -106,7 +106,13 @@ pub(crate) async fn load(
                 StageKind::Synthesis | StageKind::Chat => plan
                     .stages
                     .get(config_index)
-                    .map(|s| vec![(1, s.synthesis_agent.clone(), ExecutionKind::Synthesis)])
+                    .map(|s| {
+                        vec![(
+                            1,
+                            s.synthesis.display_name.clone(),
+                            ExecutionKind::Synthesis,
+                        )]
+                    })
                     .unwrap_or_default(),
                 StageKind::Investigation => plan
                     .stages

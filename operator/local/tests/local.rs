@@ -24,7 +24,7 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: only
-    agent: Alpha
+    agent: alpha
 "#;
 
 /// Alert submission, session reading, chat (202 then 409 while busy) and

@@ -25,9 +25,9 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: first
-    agent: Alpha
+    agent: alpha
   - name: second
-    agent: Delta
+    agent: delta
 "#;
 
 /// A session claimed by `pod` (in progress) with stage 1 and its single

@@ -28,12 +28,12 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: parallel
-    agents: [{name: Alpha}, {name: Bravo}]
+    agents: [{name: alpha}, {name: bravo}]
   - name: replicas
-    agent: Charlie
+    agent: charlie
     replicas: 2
   - name: final
-    agent: Delta
+    agent: delta
 "#;
 
 /// Multi-agent stage + synthesis, replica stage + synthesis, a single-agent
@@ -238,7 +238,7 @@ spec:
   stages:
   - name: s1
     successPolicy: any
-    agents: [{name: Alpha, maxIterations: 1}, {name: Bravo}]
+    agents: [{name: alpha, maxIterations: 1}, {name: bravo}]
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -250,9 +250,9 @@ spec:
   stages:
   - name: s1
     successPolicy: all
-    agents: [{name: Alpha, maxIterations: 1}, {name: Bravo}]
+    agents: [{name: alpha, maxIterations: 1}, {name: bravo}]
   - name: s2
-    agent: Delta
+    agent: delta
 "#;
 
 /// Policy any: one failed agent does not fail the stage; the executive
@@ -339,7 +339,7 @@ spec:
   iterationStrategy: native-thinking
   stages:
   - name: only
-    agent: Alpha
+    agent: alpha
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -351,7 +351,7 @@ spec:
   sessionTimeout: 2s
   stages:
   - name: only
-    agent: Alpha
+    agent: alpha
 "#;
 
 /// Cancel while the model is answering: executions stop, the stage and the

@@ -25,13 +25,13 @@ spec: {type: scripted, model: canned, script: ../script.yaml}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: FirstAgent}
-spec: {description: First look., mcpServers: []}
+metadata: {name: first-agent}
+spec: {displayName: FirstAgent, description: First look., mcpServers: []}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {name: SecondAgent}
-spec: {description: Root cause., mcpServers: []}
+metadata: {name: second-agent}
+spec: {displayName: SecondAgent, description: Root cause., mcpServers: []}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Chain
@@ -41,8 +41,8 @@ spec:
   llmProvider: canned
   iterationStrategy: native-thinking
   stages:
-  - {name: triage, agent: FirstAgent}
-  - {name: root-cause, agent: SecondAgent}
+  - {name: triage, agent: first-agent}
+  - {name: root-cause, agent: second-agent}
 "#;
 
 /// Stage 2 streams its answer slowly (20 chunks, 250 ms apart): the kill

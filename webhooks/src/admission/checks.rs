@@ -188,7 +188,7 @@ pub fn check_chain(chain: &Chain, name: &str, snap: &Snapshot) -> Findings {
         );
     }
     for (i, stage) in spec.stages.iter().enumerate() {
-        let executions = tarsy_config::stage_executions(stage).len();
+        let executions = stage.execution_count();
         if stage.synthesis.is_some() && executions == 1 {
             f.warnings.push(format!(
                 "spec.stages[{i}].synthesis: stage {:?} runs a single execution, so its synthesis never runs",

@@ -6,11 +6,17 @@ use serde::{Deserialize, Serialize};
 use tarsy_core::IterationStrategy;
 
 /// An agent definition: what it is told, which MCP servers it may use and how
-/// it iterates. A resource named like a built-in agent (KubernetesAgent,
-/// ChatAgent, SynthesisAgent) replaces it.
+/// it iterates. A resource named like a built-in agent (`kubernetes-agent`,
+/// `chat-agent`, `synthesis-agent`) replaces it.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {
+    /// How the agent is called in prompts, timelines and the dashboard
+    /// (default: the object name), e.g. `DataCollector`. Chains refer to the
+    /// agent by its object name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub display_name: Option<String>,
     /// What the agent does (shown in the UI and to other agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]

@@ -135,13 +135,24 @@ impl StageSpec {
     pub fn replicas_count(&self) -> u32 {
         self.replicas.unwrap_or(1)
     }
+
+    /// How many executions the stage launches: `replicas` copies of a single
+    /// agent (`agent`, or `agents` with one entry), else one per entry of
+    /// `agents`.
+    pub fn execution_count(&self) -> usize {
+        match (self.agents.as_deref(), &self.agent) {
+            (Some([_]), _) | (None, Some(_)) => self.replicas_count().max(1) as usize,
+            (Some(agents), _) => agents.len(),
+            (None, None) => 0,
+        }
+    }
 }
 
 /// An agent in a stage, with per-agent overrides.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct StageAgentSpec {
-    /// Agent name: an Agent resource or a built-in agent (KubernetesAgent, ChatAgent, SynthesisAgent).
+    /// Agent name: an Agent resource or a built-in agent (kubernetes-agent, chat-agent, synthesis-agent).
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// LLMProvider for this agent only.
@@ -180,7 +191,7 @@ impl StageAgentSpec {
 #[schemars(extend("x-kubernetes-validations" = [{"rule": "!has(self.iterationStrategy) || self.iterationStrategy in ['synthesis', 'synthesis-native-thinking', 'single-call']", "message": "synthesis.iterationStrategy must be synthesis, synthesis-native-thinking or single-call (synthesis is tool-less)", "fieldPath": ".iterationStrategy"}]))]
 #[serde(rename_all = "camelCase")]
 pub struct SynthesisSpec {
-    /// Synthesis agent (default: built-in SynthesisAgent).
+    /// Synthesis agent (default: the built-in synthesis-agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub agent: Option<String>,
@@ -200,7 +211,7 @@ pub struct ChatSpec {
     /// Whether users may ask follow-up questions (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Chat agent (default: built-in ChatAgent).
+    /// Chat agent (default: the built-in chat-agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub agent: Option<String>,

@@ -16,6 +16,7 @@ mod chain;
 mod common;
 mod llm_provider;
 mod mcp_server;
+mod name;
 
 pub use agent::AgentSpec;
 pub use alert::{
@@ -32,6 +33,7 @@ pub use mcp_server::{
     ContainerSpec, CustomPatternSpec, DataMaskingSpec, EnvVarSource, EnvVarSpec, HttpTransportKind,
     MCPServerSpec, ServiceAccountNeeds, StdioSpec, SummarizationSpec, TlsSpec,
 };
+pub use name::{MAX_OBJECT_NAME_CHARS, object_name_problem};
 pub use tarsy_core::{IterationStrategy, ProviderType, SuccessPolicy};
 
 /// API group of every TARSy document and resource.

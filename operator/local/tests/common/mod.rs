@@ -108,27 +108,31 @@ spec:
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {{name: Alpha}}
+metadata: {{name: alpha}}
 spec:
+  displayName: Alpha
   mcpServers: [testmcp]
   customInstructions: Investigate.
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {{name: Bravo}}
+metadata: {{name: bravo}}
 spec:
+  displayName: Bravo
   mcpServers: [testmcp]
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {{name: Charlie}}
+metadata: {{name: charlie}}
 spec:
+  displayName: Charlie
   mcpServers: [testmcp]
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: Agent
-metadata: {{name: Delta}}
+metadata: {{name: delta}}
 spec:
+  displayName: Delta
   mcpServers: [testmcp]
 "#,
             url = self.mcp.url()
