@@ -550,7 +550,8 @@ async fn chat_creates_an_owned_chat_execution_one_at_a_time() {
     assert_eq!(ae.spec.chain, "crash");
     assert_eq!(ae.spec.stage.id.as_deref(), Some(stage_id.as_str()));
     assert_eq!(ae.spec.stage.name, "Chat Response");
-    assert_eq!(ae.spec.agent_name, "ChatAgent");
+    assert_eq!(ae.spec.agent_name, "chat-agent");
+    assert_eq!(ae.spec.display_name, "ChatAgent");
     assert_eq!(ae.spec.resolved.llm_provider, "test-llm");
     let chat = ae.spec.chat.as_ref().unwrap();
     assert_eq!(chat.chat_id, chat_id);
