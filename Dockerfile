@@ -29,10 +29,9 @@ WORKDIR /src
 # proto is compiled with protox (pure Rust), so no protoc is needed; rustls
 # with ring needs only the C compiler the rust image already has.
 COPY Cargo.toml Cargo.lock ./
-COPY crds crds
 COPY proto proto
 COPY operator operator
-COPY webhooks webhooks
+COPY kubernetes kubernetes
 COPY e2e e2e
 COPY --from=dashboard /src/dashboard/dist dashboard/dist
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

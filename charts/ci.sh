@@ -7,7 +7,7 @@
 # and the NetworkPolicies of the pods they scrape), checks that the rendered Grafana
 # dashboard is charts/tarsy/dashboards/tarsy.json, that the LLM service renders its
 # drain settings (rollout, probes, grace period, PodDisruptionBudget) and that
-# charts/tarsy/crds matches crds/manifests. Idempotent; exits non-zero on any failure.
+# charts/tarsy/crds matches kubernetes/crds/manifests. Idempotent; exits non-zero on any failure.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -62,10 +62,10 @@ install_tools
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
-echo "== CRDs in the chart match crds/manifests"
-if ! diff -r "$ROOT/crds/manifests" "$CHART/crds" >/dev/null; then
-  diff -r "$ROOT/crds/manifests" "$CHART/crds" | head -20 >&2 || true
-  fail "charts/tarsy/crds differs from crds/manifests (cp crds/manifests/*.yaml charts/tarsy/crds/)"
+echo "== CRDs in the chart match kubernetes/crds/manifests"
+if ! diff -r "$ROOT/kubernetes/crds/manifests" "$CHART/crds" >/dev/null; then
+  diff -r "$ROOT/kubernetes/crds/manifests" "$CHART/crds" | head -20 >&2 || true
+  fail "charts/tarsy/crds differs from kubernetes/crds/manifests (cp kubernetes/crds/manifests/*.yaml charts/tarsy/crds/)"
 fi
 
 OUT="$(mktemp -d)"
@@ -87,7 +87,7 @@ for p in "${profiles[@]}"; do
   if "$HELM" template tarsy "$CHART" --namespace tarsy --include-crds \
        --kube-version "$KUBE_VERSION" "${args[@]}" >"$OUT/$p.yaml" 2>"$OUT/$p.err"; then
     echo "== [$p] validate rendered objects (Kubernetes $KUBE_VERSION, TARSy CRDs)"
-    "$VPY" "$HERE/validate.py" --kube-version "$KUBE_VERSION" --crds "$ROOT/crds/manifests" \
+    "$VPY" "$HERE/validate.py" --kube-version "$KUBE_VERSION" --crds "$ROOT/kubernetes/crds/manifests" \
       --expect "$CHART/ci/expect/$p.txt" "$OUT/$p.yaml" || fail "[$p] validation"
   else
     cat "$OUT/$p.err" >&2; fail "[$p] helm template"
@@ -158,7 +158,7 @@ else
 fi
 
 echo "== the validator rejects every broken fixture"
-"$VPY" "$HERE/validate.py" --kube-version "$KUBE_VERSION" --crds "$ROOT/crds/manifests" \
+"$VPY" "$HERE/validate.py" --kube-version "$KUBE_VERSION" --crds "$ROOT/kubernetes/crds/manifests" \
   --each-must-fail "$HERE/testdata/invalid.yaml" || fail "validator self-test"
 
 echo "== helm template rejects a missing database Secret"

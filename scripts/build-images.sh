@@ -279,7 +279,7 @@ end
 begin "cargo build --release --locked -p tarsy"
 context="$cache/context"
 mkdir -p "$context"
-find Cargo.toml Cargo.lock crds proto operator webhooks e2e dashboard/dist \
+find Cargo.toml Cargo.lock proto operator kubernetes e2e dashboard/dist \
   \( -name target -o -name node_modules -o -name __pycache__ -o -name .venv \
   -o -name .pytest_cache -o -name '*.egg-info' -o -name '*.pyc' \) -prune \
   -o -type f -print | LC_ALL=C sort >"$cache/context.files"

@@ -1,4 +1,4 @@
-//! Turns each committed CRD manifest's `openAPIV3Schema` (`crds/manifests`,
+//! Turns each committed CRD manifest's `openAPIV3Schema` (`kubernetes/crds/manifests`,
 //! generated from this crate's model by `tarsy crdgen`) into compact JSON in
 //! `OUT_DIR`, for `schema`: parsing the YAML costs milliseconds on the
 //! start-up path of `tarsy investigate` and of every runner, the JSON a tenth
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 fn main() {
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"))
-        .join("../../crds/manifests");
+        .join("../../kubernetes/crds/manifests");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo"));
     println!("cargo:rerun-if-changed={}", dir.display());
     let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));

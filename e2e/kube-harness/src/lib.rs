@@ -159,7 +159,7 @@ impl Emulator {
             .arg("--kubeconfig-out")
             .arg(&kubeconfig)
             .arg("--crds")
-            .arg(repo_root().join("crds/manifests"))
+            .arg(repo_root().join("kubernetes/crds/manifests"))
             .env("PYTHONPATH", repo_root().join("e2e/kube"))
             .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--kubeconfig-out", type=pathlib.Path, help="write a kubeconfig for the emulator here")
     parser.add_argument("--crds", action="append", type=pathlib.Path,
-                        help="CRD manifest file or folder (repeatable); default: the repository's crds/manifests")
+                        help="CRD manifest file or folder (repeatable); default: the repository's kubernetes/crds/manifests")
     parser.add_argument("--kubelet", action="store_true", help="run pods as local processes")
     parser.add_argument("--kubelet-root", type=pathlib.Path, help="working directories and logs of pods")
     parser.add_argument("--image-map", type=pathlib.Path,

@@ -18,7 +18,7 @@ from .emulator import KubeEmulator
 T = TypeVar("T")
 
 # The repository's generated CRD manifests, when the package runs from a checkout.
-REPO_CRDS = pathlib.Path(__file__).resolve().parents[3] / "crds" / "manifests"
+REPO_CRDS = pathlib.Path(__file__).resolve().parents[3] / "kubernetes" / "crds" / "manifests"
 
 # Seconds aiohttp gives a request handler still running when the server stops.
 SERVER_SHUTDOWN_TIMEOUT = 1.0

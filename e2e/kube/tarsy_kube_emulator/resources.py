@@ -92,7 +92,7 @@ BUILTIN_KINDS: list[Kind] = [
        namespaced=False, short=("crd", "crds"), sub=("status",)),
 ]
 
-# TARSy's kinds (types in crds/src/), used when the generated CRD manifests are not at hand.
+# TARSy's kinds (types in kubernetes/crds/src/), used when the generated CRD manifests are not at hand.
 TARSY_FALLBACK_KINDS: list[Kind] = [
     Kind("tarsy.dev", "v1alpha1", plural, kind, subresources=frozenset({"status"}), categories=("tarsy",))
     for plural, kind in (

@@ -16,8 +16,8 @@ import yaml
 from tarsy_kube_emulator import BackgroundEmulator
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-CRD_DIR = REPO / "crds" / "manifests"
-EXAMPLES_DIR = REPO / "crds" / "examples"
+CRD_DIR = REPO / "kubernetes" / "crds" / "manifests"
+EXAMPLES_DIR = REPO / "kubernetes" / "crds" / "examples"
 
 
 class Kubectl:

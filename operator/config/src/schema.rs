@@ -1,7 +1,7 @@
 //! Validation of a document against its kind's schema, so that local mode
 //! (and tests) reject what the API server would reject, with a field path.
 //!
-//! The schemas are the committed CRD manifests (`crds/manifests`, generated
+//! The schemas are the committed CRD manifests (`kubernetes/crds/manifests`, generated
 //! from [`crate::model`]): what the API server checks is exactly what is
 //! checked here. Two passes: [`check_structure`] applies the OpenAPI keywords
 //! the schema uses (types, required, unknown fields, enum, bounds, list

@@ -12,7 +12,7 @@ use tarsy_config::{
 use tarsy_core::{Backend, IterationStrategy, McpTransport, SuccessPolicy};
 
 fn examples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../crds/examples")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../kubernetes/crds/examples")
 }
 
 fn no_env(_: &str) -> Option<String> {

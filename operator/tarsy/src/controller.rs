@@ -1,5 +1,5 @@
 //! `tarsy controller`: the Kubernetes operator (reconcilers, investigation
-//! pods, leader election, metrics). The logic lives in `tarsy-operator`.
+//! pods, leader election, metrics). The logic lives in `tarsy-controller` (`kubernetes/controller`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
+use tarsy_controller::{LeaderElection, PodSettings, Settings};
 use tarsy_crds::SecretKeyRef;
-use tarsy_operator::{LeaderElection, PodSettings, Settings};
 
 /// Flags of `tarsy controller` (each also read from its environment variable).
 #[derive(Debug, Args)]
@@ -159,7 +159,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("connecting to the Kubernetes API")?;
-    tarsy_operator::run(client, store, settings)
+    tarsy_controller::run(client, store, settings)
         .await
         .context("operator stopped")
 }

@@ -36,7 +36,7 @@ enum Command {
     /// Write the CustomResourceDefinition manifests (one YAML file per kind).
     Crdgen {
         /// Directory to write into.
-        #[arg(long, default_value = "crds/manifests")]
+        #[arg(long, default_value = "kubernetes/crds/manifests")]
         out: PathBuf,
     },
     /// Serve a stdio MCP server over streamable HTTP at http://ADDR:PORT/mcp

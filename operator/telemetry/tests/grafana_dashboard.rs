@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tarsy_telemetry::{LlmCall, McpOutcome};
 
-/// The operator's metrics (`operator/operator/src/metrics.rs`, registry
+/// The operator's metrics (`kubernetes/controller/src/metrics.rs`, registry
 /// prefix `tarsy_operator`): the operator crate is too heavy a dependency
 /// for this test, so they are listed here as (registered name, type). The
 /// test checks that each one is still registered there; add new ones here
@@ -132,10 +132,10 @@ fn api_scrape_time_samples() -> BTreeSet<String> {
 /// The names registered in the operator's metrics source: the first string
 /// literal after each `.register(`.
 fn operator_registered_names() -> BTreeSet<String> {
-    let src = read("operator/operator/src/metrics.rs");
+    let src = read("kubernetes/controller/src/metrics.rs");
     assert!(
         src.contains(&format!("Registry::with_prefix(\"{OPERATOR_PREFIX}\")")),
-        "operator/operator/src/metrics.rs no longer uses the prefix {OPERATOR_PREFIX}"
+        "kubernetes/controller/src/metrics.rs no longer uses the prefix {OPERATOR_PREFIX}"
     );
     src.match_indices(".register(")
         .filter_map(|(i, _)| {
@@ -153,7 +153,7 @@ fn operator_samples() -> BTreeSet<String> {
     for (name, kind) in OPERATOR_METRICS {
         assert!(
             registered.contains(*name),
-            "OPERATOR_METRICS lists {name}, which operator/operator/src/metrics.rs no longer registers ({registered:?})"
+            "OPERATOR_METRICS lists {name}, which kubernetes/controller/src/metrics.rs no longer registers ({registered:?})"
         );
         out.extend(sample_names(&format!("{OPERATOR_PREFIX}_{name}"), kind));
     }

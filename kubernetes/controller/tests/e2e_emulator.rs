@@ -22,12 +22,12 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use tarsy_config::Defaults;
+use tarsy_controller::{LeaderElection, PodSettings, Settings};
 use tarsy_crds::{
     Agent, AgentExecution, Alert, AlertPhase, AlertSpec, Chain, ExecutionPhase, LLMProvider,
     SecretKeyRef,
 };
 use tarsy_kube_harness::{Emulator, EmulatorOptions};
-use tarsy_operator::{LeaderElection, PodSettings, Settings};
 use tarsy_store::testing::TestDatabase;
 
 const NS: &str = "e2e";
@@ -284,7 +284,7 @@ async fn operator_runs_alerts_end_to_end_on_the_emulator() {
     let metrics_port = free_port();
     write_summary_script(&dir);
     let first = settings(metrics_port, None, &dir);
-    let operator = tokio::spawn(tarsy_operator::run(client.clone(), store.clone(), first));
+    let operator = tokio::spawn(tarsy_controller::run(client.clone(), store.clone(), first));
 
     let alerts: Api<Alert> = Api::namespaced(client.clone(), NS);
     let executions: Api<AgentExecution> = Api::namespaced(client.clone(), NS);
@@ -520,7 +520,11 @@ async fn operator_runs_alerts_end_to_end_on_the_emulator() {
     let crashy_uid = crashy.uid().unwrap();
     let mut with_ttl = settings(free_port(), None, &dir);
     with_ttl.alert_ttl = Some(Duration::from_secs(1));
-    let operator = tokio::spawn(tarsy_operator::run(client.clone(), store.clone(), with_ttl));
+    let operator = tokio::spawn(tarsy_controller::run(
+        client.clone(),
+        store.clone(),
+        with_ttl,
+    ));
     wait_for("finished alerts expired", 60, async || {
         let left = alerts.list(&ListParams::default()).await.ok()?.items;
         left.is_empty().then_some(())
@@ -559,7 +563,7 @@ async fn only_the_leader_acts_and_a_successor_resumes() {
         lease_seconds: 3,
     };
     let (port_a, port_b) = (free_port(), free_port());
-    let a = tokio::spawn(tarsy_operator::run(
+    let a = tokio::spawn(tarsy_controller::run(
         client.clone(),
         store.clone(),
         settings(port_a, Some(leader("replica-a")), &dir),
@@ -575,7 +579,7 @@ async fn only_the_leader_acts_and_a_successor_resumes() {
         r.contains(" 200 ").then_some(())
     })
     .await;
-    let b = tokio::spawn(tarsy_operator::run(
+    let b = tokio::spawn(tarsy_controller::run(
         client.clone(),
         store.clone(),
         settings(port_b, Some(leader("replica-b")), &dir),

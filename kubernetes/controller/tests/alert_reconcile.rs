@@ -11,16 +11,16 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use tarsy_chain::StopReason;
 use tarsy_config::{Config, Defaults};
+use tarsy_controller::alert::{
+    AlertInputs, AlertOutcome, STOP_ANNOTATION, StoreOp, SummaryProgress, SummaryRequest,
+    reconcile_alert,
+};
+use tarsy_controller::conditions;
 use tarsy_core::SessionStatus;
 use tarsy_crds::{
     AgentExecution, AgentExecutionStatus, Alert, AlertPhase, AlertSpec, Chain, ExecutionPhase,
     McpServerOutcome,
 };
-use tarsy_operator::alert::{
-    AlertInputs, AlertOutcome, STOP_ANNOTATION, StoreOp, SummaryProgress, SummaryRequest,
-    reconcile_alert,
-};
-use tarsy_operator::conditions;
 
 const UID: &str = "11111111-2222-4333-8444-555555555555";
 
@@ -621,7 +621,7 @@ fn a_finished_alert_expires_after_its_ttl() {
 /// with the reason instead.
 #[test]
 fn a_chat_question_on_a_finished_alert_gets_its_execution_from_the_operator() {
-    use tarsy_operator::alert::ChatRequest;
+    use tarsy_controller::alert::ChatRequest;
     let chat_chain = |enabled: bool| {
         chain(
             "k8s",

@@ -12,12 +12,12 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
+use tarsy_controller::alert::STOP_ANNOTATION;
+use tarsy_controller::execution::{ExecutionInputs, PodAction, reconcile_execution};
 use tarsy_crds::{
     AgentExecution, AgentExecutionSpec, AgentExecutionStatus, Backend, ExecutionKind,
     ExecutionPhase, IterationStrategy, ResolvedConfigSpec, StageRef,
 };
-use tarsy_operator::alert::STOP_ANNOTATION;
-use tarsy_operator::execution::{ExecutionInputs, PodAction, reconcile_execution};
 
 fn now() -> Timestamp {
     Timestamp::from_second(1_800_000_000).unwrap()
@@ -66,7 +66,7 @@ fn execution() -> AgentExecution {
 }
 
 /// Without replacement pods: a lost pod fails the execution.
-fn run(ae: &AgentExecution, pod: Option<&Pod>) -> tarsy_operator::execution::ExecutionOutcome {
+fn run(ae: &AgentExecution, pod: Option<&Pod>) -> tarsy_controller::execution::ExecutionOutcome {
     run_at(ae, pod, 0, now())
 }
 
@@ -75,7 +75,7 @@ fn run_at(
     pod: Option<&Pod>,
     pod_restart_limit: u32,
     now: Timestamp,
-) -> tarsy_operator::execution::ExecutionOutcome {
+) -> tarsy_controller::execution::ExecutionOutcome {
     reconcile_execution(&ExecutionInputs {
         execution: ae,
         pod,
@@ -122,7 +122,7 @@ fn pod(phase: &str, runner: Option<ContainerState>) -> Pod {
 /// The execution after the operator applied `out.status` (as SSA would merge it).
 fn applied(
     mut ae: AgentExecution,
-    out: &tarsy_operator::execution::ExecutionOutcome,
+    out: &tarsy_controller::execution::ExecutionOutcome,
 ) -> AgentExecution {
     ae.status = out.status.clone();
     ae
@@ -234,7 +234,7 @@ fn running_pod_sets_pod_ready() {
     let ae = execution();
     let status = run(&ae, Some(&pod("Running", None))).status.unwrap();
     assert_eq!(
-        tarsy_operator::conditions::status_of(&status.conditions, "PodReady"),
+        tarsy_controller::conditions::status_of(&status.conditions, "PodReady"),
         Some("True")
     );
 }

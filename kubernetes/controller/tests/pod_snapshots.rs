@@ -6,12 +6,12 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ObjectMeta;
+use tarsy_controller::pod::{PodError, PodInputs, PodSettings, build_pod};
 use tarsy_crds::{
     AgentExecution, AgentExecutionSpec, Backend, ContainerSpec, EnvVarSource, EnvVarSpec,
     ExecutionKind, IterationStrategy, MCPServerSpec, ResolvedConfigSpec, SecretKeyRef, StageRef,
     StdioSpec, TlsSpec,
 };
-use tarsy_operator::pod::{PodError, PodInputs, PodSettings, build_pod};
 
 fn execution() -> AgentExecution {
     let mut ae = AgentExecution::new(
@@ -344,7 +344,7 @@ fn bridge_ports_skip_container_ports() {
         ("a-stdio".to_string(), stdio_server()),
         ("b-container".to_string(), c),
     ]);
-    let ports = tarsy_operator::pod::assign_ports(&servers, 9100).unwrap();
+    let ports = tarsy_controller::pod::assign_ports(&servers, 9100).unwrap();
     assert_eq!(ports["b-container"], 9100);
     assert_eq!(ports["a-stdio"], 9101);
 }
@@ -364,7 +364,7 @@ fn builtin_kubernetes_agent_gets_the_kubernetes_sidecar() {
     let agent = config.agent("KubernetesAgent").expect("built-in agent");
     let names = agent.spec.mcp_servers.clone().unwrap_or_default();
     assert_eq!(names, ["kubernetes-server"]);
-    let servers = tarsy_operator::resources::execution_servers(&config, &names).unwrap();
+    let servers = tarsy_controller::resources::execution_servers(&config, &names).unwrap();
 
     let pod = render(&servers, None);
     check_snapshot("pod_builtin_kubernetes_agent", &pod);

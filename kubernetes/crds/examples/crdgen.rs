@@ -1,4 +1,4 @@
-//! Regenerates `crds/manifests/*.yaml` without the `tarsy` binary:
+//! Regenerates `kubernetes/crds/manifests/*.yaml` without the `tarsy` binary:
 //! `cargo run -p tarsy-crds --example crdgen [DIR]`.
 
 use std::path::PathBuf;

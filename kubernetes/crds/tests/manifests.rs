@@ -29,7 +29,7 @@ fn committed_manifests_are_fresh() {
         let file = entry.unwrap().file_name().to_string_lossy().to_string();
         assert!(
             expected.contains(&file),
-            "unexpected file {file} in crds/manifests"
+            "unexpected file {file} in kubernetes/crds/manifests"
         );
     }
 }

@@ -245,7 +245,7 @@ async fn env() -> Env {
 /// row of a new Alert, and the AgentExecution a finished Alert's chat
 /// question asks for.
 async fn operator_part(client: Client, store: Store) {
-    use tarsy_operator::alert::{AlertInputs, StoreOp, SummaryProgress, reconcile_alert};
+    use tarsy_controller::alert::{AlertInputs, StoreOp, SummaryProgress, reconcile_alert};
     let publisher = tarsy_events::StorePublisher::new(store.clone(), None);
     let defaults = Defaults::default();
     let masker = tarsy_exec::admission::alert_masker(&defaults);
@@ -264,7 +264,7 @@ async fn operator_part(client: Client, store: Store) {
                     .filter(|ae| tarsy_crds::contract::owned_by(ae, &uid))
                     .map(|ae| (ae.name_any(), ae.clone()))
                     .collect();
-                let chat = tarsy_operator::chat_request(&store, &alert, &mine)
+                let chat = tarsy_controller::chat_request(&store, &alert, &mine)
                     .await
                     .ok()
                     .flatten();

@@ -18,7 +18,7 @@
 //! CEL rules (`x-kubernetes-validations`); invariants that need other
 //! objects are the admission webhook's and `tarsy-config`'s job.
 //!
-//! [`render_manifests`] produces the committed `crds/manifests/*.yaml`
+//! [`render_manifests`] produces the committed `kubernetes/crds/manifests/*.yaml`
 //! (`tarsy crdgen` writes them); a test fails when they are stale.
 //!
 //! This crate does not enable a k8s-openapi version feature: the binary does.

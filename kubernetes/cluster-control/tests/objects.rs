@@ -8,10 +8,10 @@ use tarsy_config::Defaults;
 use tarsy_crds::contract::LABEL_SESSION;
 use tarsy_crds::{AgentExecution, Alert, Chain};
 
-/// The first document of a file of `crds/examples`.
+/// The first document of a file of `kubernetes/crds/examples`.
 fn example<T: serde::de::DeserializeOwned>(file: &str) -> T {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../crds/examples")
+        .join("../crds/examples")
         .join(file);
     let text = std::fs::read_to_string(&path).expect("the example exists");
     let first = text.split("\n---").next().expect("a first document");
