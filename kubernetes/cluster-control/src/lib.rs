@@ -50,7 +50,7 @@ use tarsy_crds::{
     Agent, AgentExecution, Alert, AlertPhase, AlertSource, AlertSpec, Chain, ExecutionKind,
     LLMProvider, MCPServer, McpSelectionSpec,
 };
-use tarsy_exec::admission::alert_masker;
+use tarsy_exec::intake::alert_masker;
 use tarsy_store::{Store, StoreError};
 
 /// How long an alert submission waits for the operator's session row.

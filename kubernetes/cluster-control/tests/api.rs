@@ -248,7 +248,7 @@ async fn operator_part(client: Client, store: Store) {
     use tarsy_controller::alert::{AlertInputs, StoreOp, SummaryProgress, reconcile_alert};
     let publisher = tarsy_events::StorePublisher::new(store.clone(), None);
     let defaults = Defaults::default();
-    let masker = tarsy_exec::admission::alert_masker(&defaults);
+    let masker = tarsy_exec::intake::alert_masker(&defaults);
     let alerts: Api<Alert> = Api::namespaced(client.clone(), NS);
     let executions: Api<AgentExecution> = Api::namespaced(client.clone(), NS);
     loop {

@@ -26,7 +26,7 @@ use tarsy_crds::{
     AgentExecution, Alert, AlertPhase, AlertStatus, ChatRequestSpec, MAX_STATUS_TEXT_CHARS,
     ResolvedConfigSpec, StageRef, StageStatus, UnstartedExecution, clip,
 };
-use tarsy_exec::admission::new_session;
+use tarsy_exec::intake::new_session;
 use tarsy_exec::plan::chain_plan;
 use tarsy_exec::workflow::{Effect, StageRecord, Workflow};
 use tarsy_masking::MaskingService;
@@ -435,7 +435,7 @@ fn answer_chat(out: &mut AlertOutcome, inputs: &AlertInputs<'_>, request: &ChatR
     let index = u32::try_from(stage.stage_index).unwrap_or(u32::MAX);
     let chat_id = stage.chat_id.clone().unwrap_or_default();
     let answer = tarsy_exec::chat::Answer::new(&request.session.id, &chat_id, index);
-    let agent = match tarsy_exec::admission::chat_agent(inputs.config, &request.session) {
+    let agent = match tarsy_exec::intake::chat_agent(inputs.config, &request.session) {
         Ok(agent) => agent,
         Err(e) => {
             let error = format!("the chat answer could not start: {e}");

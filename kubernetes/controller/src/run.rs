@@ -227,7 +227,7 @@ pub async fn run(client: Client, store: Store, mut settings: Settings) -> Result
         executions,
         admitted: tokio::sync::Mutex::new(HashSet::new()),
         failures: Mutex::new(HashMap::new()),
-        alert_masker: tarsy_exec::admission::alert_masker(&settings.defaults),
+        alert_masker: tarsy_exec::intake::alert_masker(&settings.defaults),
         summaries: Arc::new(Summaries::new(
             summarizer(&store_for_summary, &settings),
             store_for_summary.clone(),

@@ -17,7 +17,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`summary`] | pure: status from timeline events, clipping, phase mapping, input formats |
+//! | [`status_view`] | pure: status from timeline events, clipping, phase mapping, input formats |
 //! | `prepare` | the configuration rebuilt in the pod (resources, defaults, Secret values) |
 //! | `status` | status writes, the progress reporter, recording the end |
 //! | [`error`] | [`RunnerError`] |
@@ -27,7 +27,7 @@
 pub mod error;
 mod prepare;
 mod status;
-pub mod summary;
+pub mod status_view;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -273,7 +273,7 @@ pub async fn run(
             let on_tools: tarsy_exec::launch::ToolsReady = Arc::new(
                 move |failed: &[tarsy_engine::prompt::FailedServer],
                       offered: &std::collections::BTreeMap<String, Vec<String>>| {
-                    let outcomes = summary::mcp_outcomes(&mcp_servers, failed, offered, &now());
+                    let outcomes = status_view::mcp_outcomes(&mcp_servers, failed, offered, &now());
                     if !outcomes.is_empty() {
                         progress_for_tools.set_mcp(outcomes);
                     }

@@ -28,7 +28,7 @@ use tarsy_exec::context;
 
 use crate::RunReport;
 use crate::error::RunnerError;
-use crate::summary::{self, TerminalOutcome};
+use crate::status_view::{self, TerminalOutcome};
 
 /// Now, as Kubernetes writes times.
 pub(crate) fn now() -> Time {
@@ -181,7 +181,7 @@ impl Reporter {
                         .execution_timeline(&execution_id)
                         .await
                         .unwrap_or_default();
-                    let mut status = summary::progress_status(
+                    let mut status = status_view::progress_status(
                         &execution_id,
                         progress.iterations.load(Ordering::Relaxed),
                         &events,
@@ -293,7 +293,7 @@ impl Ending<'_> {
                 }
             }
         }
-        let mut status = summary::terminal_status(
+        let mut status = status_view::terminal_status(
             execution_id,
             &TerminalOutcome {
                 status: result.status,
@@ -327,7 +327,7 @@ impl Ending<'_> {
             "execution finished"
         );
         Ok(RunReport {
-            phase: summary::phase_of(result.status),
+            phase: status_view::phase_of(result.status),
             first_llm_request,
             mcp_init,
         })

@@ -27,10 +27,10 @@ use tarsy_events::lifecycle::{PublishedStage, publish_chat_accepted, publish_sta
 use tarsy_masking::MaskingService;
 use tarsy_store::{Chat, ChatUserMessage, NewAgentExecution, NewStage, Session, Stage, Store};
 
-use crate::admission::{ChatAgent, chat_agent, question_for};
 use crate::context::chat_history;
 use crate::error::Result;
 use crate::ids::{CHAT_STAGE_NAME, execution_id, stage_id};
+use crate::intake::{ChatAgent, chat_agent, question_for};
 use crate::launch::AgentInput;
 
 /// A mode's part of chat submission: where an answer runs.

@@ -10,7 +10,7 @@
 //! |---|---|
 //! | [`notify`] | Slack notifications of sessions that start and end, threaded per alert |
 //! | [`plan`] | Chain → the state machine's plan; one execution's resolved configuration |
-//! | [`admission`] | submit and chat admission rules, the masked session row |
+//! | [`intake`] | what an accepted alert becomes (the masked session row) and what is checked before a question becomes a chat answer |
 //! | [`breakers`] | provider circuit breakers shared through the store (every runner pod, every process) |
 //! | [`chat`] | a chat answer's rows, start and end |
 //! | [`context`] | previous stages, synthesis input and chat history, built from the store |
@@ -26,12 +26,12 @@
 
 #![warn(missing_docs)]
 
-pub mod admission;
 pub mod breakers;
 pub mod chat;
 pub mod context;
 pub mod error;
 pub mod ids;
+pub mod intake;
 pub mod launch;
 pub mod llm;
 pub mod notify;

@@ -10,7 +10,7 @@ use tarsy_api::{
     SessionControl, SubmitError,
 };
 use tarsy_core::{SessionStatus, ToolCatalog};
-use tarsy_exec::admission::new_session;
+use tarsy_exec::intake::new_session;
 use tarsy_store::{SessionOutcome, StoreError};
 
 use crate::chat;

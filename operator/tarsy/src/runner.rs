@@ -40,12 +40,12 @@ pub struct RunnerArgs {
 /// Runs the execution; returns the process exit code. `started` is when
 /// the process started (the origin of the start-up figure it logs).
 pub async fn run(args: RunnerArgs, started: Instant) -> anyhow::Result<i32> {
-    let (namespace, name) = tarsy_runner::summary::parse_execution_ref(&args.execution)?;
+    let (namespace, name) = tarsy_runner::status_view::parse_execution_ref(&args.execution)?;
     let mut options =
         tarsy_runner::RunnerOptions::new(namespace, name, args.database_url, args.llm_addr);
     options.mcp_endpoints =
-        tarsy_runner::summary::parse_pairs("TARSY_MCP_ENDPOINTS", &args.mcp_endpoints)?;
-    options.bridge_ports = tarsy_runner::summary::parse_ports(&args.bridge_ports)?;
+        tarsy_runner::status_view::parse_pairs("TARSY_MCP_ENDPOINTS", &args.mcp_endpoints)?;
+    options.bridge_ports = tarsy_runner::status_view::parse_ports(&args.bridge_ports)?;
     options.script_dir = args.script_dir;
     options.database_retry = Duration::from_secs(args.database_retry_seconds);
     options.store_patience = Duration::from_secs(args.store_patience_seconds);

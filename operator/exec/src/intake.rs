@@ -1,4 +1,4 @@
-//! Admission, the same in every mode: how an accepted alert's session row is
+//! Intake, the same in every mode: how an accepted alert's session row is
 //! built (the alert itself is checked by `tarsy_config`'s
 //! [`Config::check_alert`], the rule set every entry point shares), and what
 //! is checked before a question becomes a chat answer.
