@@ -196,6 +196,11 @@ pub(crate) fn classify_insert(kind: &'static str, err: sqlx::Error) -> StoreErro
     StoreError::Database(err)
 }
 
+/// True when the error is a unique violation (the row collides with another).
+pub(crate) fn is_unique_violation(err: &StoreError) -> bool {
+    matches!(err, StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation())
+}
+
 /// True when the error is a foreign key violation (a referenced parent row is missing).
 pub(crate) fn is_foreign_key_violation(err: &StoreError) -> bool {
     matches!(err, StoreError::Database(sqlx::Error::Database(db)) if db.is_foreign_key_violation())

@@ -27,6 +27,7 @@ mod interactions;
 mod model;
 mod notifications;
 mod recorder;
+mod scores;
 mod sessions;
 mod stages;
 #[cfg(feature = "testing")]
@@ -53,6 +54,7 @@ pub use model::{
     Session, SessionFilter, SessionOutcome, SessionPage, SessionSort, SessionSortKey,
     SessionSummary, SessionTrace, Stage, StoredEvent, TraceExecution, TraceStage,
 };
+pub use scores::{ScoreResult, ScoreStatus, SessionScore};
 pub use warnings::StoredWarning;
 
 use db::{Db, Pool};
