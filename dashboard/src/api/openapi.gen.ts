@@ -678,7 +678,7 @@ export interface components {
          * @description Why an LLM call was made (LLM interaction records).
          * @enum {string}
          */
-        LlmInteractionType: "iteration" | "final_analysis" | "forced_conclusion" | "summarization" | "synthesis" | "executive_summary" | "compaction";
+        LlmInteractionType: "iteration" | "final_analysis" | "forced_conclusion" | "summarization" | "synthesis" | "executive_summary" | "compaction" | "scoring";
         /** @description One LLM provider (no credentials). */
         LlmProviderView: {
             /** @description Name. */

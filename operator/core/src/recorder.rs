@@ -335,6 +335,9 @@ pub mod error_kind {
     /// The alert's runbook was larger than the limit; the agent saw only
     /// its beginning.
     pub const RUNBOOK_TRUNCATED: &str = "runbook_truncated";
+    /// A judge's report on the tools could not be had; its assessment
+    /// stands alone.
+    pub const TOOL_REPORT_UNAVAILABLE: &str = "tool_report_unavailable";
     /// The kinds that degrade an investigation.
     pub const DEGRADED: &[&str] = &[
         MCP_SERVER_UNAVAILABLE,

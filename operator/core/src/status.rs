@@ -294,6 +294,8 @@ wire_enum!(
         ExecutiveSummary = "executive_summary",
         /// Summarizing old conversation to recover from a context overflow.
         Compaction = "compaction",
+        /// A judge's turn scoring a finished investigation.
+        Scoring = "scoring",
     }
 );
 

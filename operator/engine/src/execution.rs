@@ -15,7 +15,7 @@ use crate::fallback::CircuitBreakers;
 use crate::llm::LlmClient;
 use crate::prompt::FailedServer;
 use crate::retry::ServiceRetry;
-use crate::strategy::strategy_for;
+use crate::strategy::{Judge, Strategy, strategy_for};
 use crate::tools::ToolExecutor;
 
 /// Chat data: present only when the execution answers a follow-up question.
@@ -26,6 +26,14 @@ pub struct ChatContext {
     /// The session's formatted timeline (investigation and earlier chat),
     /// from [`crate::context`]'s investigation formatter.
     pub investigation_context: String,
+}
+
+/// Scoring-specific data: present only for a judge's execution.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScoringContext {
+    /// The finished session's formatted timeline, from [`crate::context`]'s
+    /// investigation formatter.
+    pub investigation: String,
 }
 
 /// Something found before the run started that the timeline shows (as an
@@ -67,6 +75,9 @@ pub struct ExecutionContext {
     pub failed_servers: Vec<FailedServer>,
     /// Chat data for chat executions.
     pub chat: Option<ChatContext>,
+    /// The investigation to judge, for scoring executions: the run is then
+    /// the judge's two turns, whatever the configured strategy.
+    pub scoring: Option<ScoringContext>,
     /// The model.
     pub llm: Arc<dyn LlmClient>,
     /// The tools (the caller owns it and closes it after the run).
@@ -116,6 +127,7 @@ impl ExecutionContext {
             mcp_servers: Vec::new(),
             failed_servers: Vec::new(),
             chat: None,
+            scoring: None,
             llm,
             tools,
             recorder,
@@ -226,7 +238,11 @@ pub async fn run_agent(
     ctx: ExecutionContext,
     prev_stage_context: Option<String>,
 ) -> ExecutionResult {
-    let strategy = strategy_for(ctx.config.iteration_strategy);
+    let strategy: Box<dyn Strategy> = if ctx.scoring.is_some() {
+        Box::new(Judge)
+    } else {
+        strategy_for(ctx.config.iteration_strategy)
+    };
     let result = strategy.run(&ctx, prev_stage_context.as_deref()).await;
     tracing::info!(
         session_id = %ctx.session_id,

@@ -57,6 +57,8 @@ mod tools;
 mod window;
 
 pub use deferring::DeferringRecorder;
-pub use execution::{ChatContext, ExecutionContext, ExecutionResult, ExecutionWarning, run_agent};
+pub use execution::{
+    ChatContext, ExecutionContext, ExecutionResult, ExecutionWarning, ScoringContext, run_agent,
+};
 pub use llm::{GrpcLlmClient, LlmClient, ScriptedLlmClient};
 pub use tools::{InMemoryToolExecutor, ToolError, ToolExecutor};

@@ -62,6 +62,9 @@ pub struct PromptInput {
     pub failed_servers: Vec<FailedServer>,
     /// Chat data; `Some` turns investigation prompts into chat prompts.
     pub chat: Option<ChatInput>,
+    /// The finished investigation a judge scores; `Some` makes the
+    /// conversation the judge's, whatever the strategy.
+    pub judged_investigation: Option<String>,
     /// Previous stages' context ([`crate::context::build_stage_context`]) for
     /// investigations, or the formatted parallel investigations
     /// ([`crate::context::format_investigation_for_synthesis`]) for synthesis.
@@ -116,6 +119,9 @@ impl PromptBuilder {
         strategy: IterationStrategy,
         input: &PromptInput,
     ) -> Vec<ConversationMessage> {
+        if let Some(investigation) = &input.judged_investigation {
+            return self.judge_messages(input, investigation);
+        }
         match strategy {
             IterationStrategy::React => self.react_messages(input),
             IterationStrategy::NativeThinking
@@ -242,6 +248,31 @@ impl PromptBuilder {
         vec![
             ConversationMessage::system(join(system)),
             ConversationMessage::user(user),
+        ]
+    }
+
+    /// System + user messages of a judge: who it is, how it judges (the
+    /// scoring vocabulary's instructions, plus the agent's custom
+    /// instructions) and the investigation with the answer's form.
+    pub fn judge_messages(
+        &self,
+        input: &PromptInput,
+        investigation: &str,
+    ) -> Vec<ConversationMessage> {
+        let mut system = vec![format!(
+            "You are {}, the reviewer of TARSy's investigations.\n\n{}",
+            agent_name(input),
+            tarsy_scoring::judge_instructions().trim()
+        )];
+        if !input.custom_instructions.trim().is_empty() {
+            system.push(render(
+                assets::CUSTOM_INSTRUCTIONS,
+                &[("instructions", input.custom_instructions.trim())],
+            ));
+        }
+        vec![
+            ConversationMessage::system(join(system)),
+            ConversationMessage::user(tarsy_scoring::assessment_request(investigation)),
         ]
     }
 

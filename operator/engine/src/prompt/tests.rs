@@ -56,6 +56,7 @@ fn full_input() -> PromptInput {
             error: "connection refused\n(after retry)".into(),
         }],
         chat: None,
+        judged_investigation: None,
         previous_stage_context: Some(
             "<!-- CHAIN_CONTEXT_START -->\n### Stage 1: triage\nNode is fine.\n<!-- CHAIN_CONTEXT_END -->"
                 .into(),

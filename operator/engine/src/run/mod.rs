@@ -148,6 +148,7 @@ impl<'a> Run<'a> {
                 investigation_context: c.investigation_context.clone(),
                 question: c.question.clone(),
             }),
+            judged_investigation: self.ctx.scoring.as_ref().map(|s| s.investigation.clone()),
             previous_stage_context: prev_stage_context.map(str::to_string),
             ..PromptInput::default()
         }
@@ -163,7 +164,8 @@ impl<'a> Run<'a> {
     /// Lists the tools (for tool strategies) and returns every server the
     /// agent cannot use, whether it failed to start or to list its tools.
     async fn list_tools(&mut self) -> Result<Vec<FailedServer>, Stop> {
-        if self.ctx.config.iteration_strategy.uses_tools() {
+        // A judge reads the investigation; it calls no tools.
+        if self.ctx.config.iteration_strategy.uses_tools() && self.ctx.scoring.is_none() {
             let deadline = self.iteration_deadline();
             let tools = self.ctx.tools.clone();
             match self.guard(deadline, tools.list_tools()).await {

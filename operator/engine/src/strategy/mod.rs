@@ -8,6 +8,9 @@
 //!   by [`crate::react_parser`], observations as user messages.
 //! * [`SingleCall`] (`synthesis`, `synthesis-native-thinking`,
 //!   `single-call`): one tool-less call whose text is the final analysis.
+//! * [`Judge`] (any scoring execution, whatever its strategy): two
+//!   tool-less turns over a finished investigation, assessment then tool
+//!   report.
 //!
 //! What they share (streaming, LLM interaction records, provider fallback,
 //! context management, tool execution) lives in [`crate::run`]; the forced
@@ -33,6 +36,7 @@
 
 mod forced_conclusion;
 mod function_calling;
+mod judge;
 mod react;
 mod single_call;
 
@@ -40,6 +44,7 @@ use async_trait::async_trait;
 use tarsy_core::{ExecutionStatus, IterationStrategy, RecordError};
 
 pub(crate) use function_calling::FunctionCalling;
+pub(crate) use judge::Judge;
 pub(crate) use react::React;
 pub(crate) use single_call::SingleCall;
 

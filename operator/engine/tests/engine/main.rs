@@ -8,4 +8,5 @@ mod react;
 mod reference_timeline;
 mod resilience;
 mod resume;
+mod scoring;
 mod single_call;
