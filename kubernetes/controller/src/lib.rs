@@ -14,7 +14,7 @@
 //! - [`conditions`]: standard conditions.
 //!
 //! IO:
-//! - [`run`]: settings, watches, leadership, the controllers ([`run()`]);
+//! - [`run`](mod@run): settings, watches, leadership, the controllers ([`run()`]);
 //! - `alert_io`, `execution_io`, `config_ready`: each reconcile's reads and writes;
 //! - `status_apply`: server-side apply of statuses;
 //! - [`summaries`]: executive summaries, outside the reconciles;

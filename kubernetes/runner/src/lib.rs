@@ -8,7 +8,7 @@
 //! chat answer's history), the launch (MCP servers on localhost, masking,
 //! runbook, circuit breakers, the deadline in `spec.deadline`, the engine),
 //! every record written to Postgres as it happens. What is left here is
-//! Kubernetes: the status of its own AgentExecution ([`status`]), and the
+//! Kubernetes: the status of its own AgentExecution (`status`), and the
 //! operator's stop annotation. Cancelling the token given to [`run`]
 //! (SIGTERM in the binary) stops the engine; the execution is recorded
 //! Cancelled (TimedOut when the operator stopped it at the deadline), or,

@@ -2,7 +2,7 @@
 //! call, recorded as a session-level LLM interaction and, on success, as a
 //! session-level `executive_summary` timeline event.
 //!
-//! Local mode and the Kubernetes operator both call [`generate`]. It is
+//! Local mode and the Kubernetes operator both call [`Summarizer::generate`]. It is
 //! fail-open by contract: an error is returned for the caller to record
 //! (`executive_summary_error`), and the session still completes.
 

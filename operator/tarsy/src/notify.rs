@@ -29,7 +29,7 @@ pub struct NotifyArgs {
     #[arg(long)]
     pub slack_api_url: Option<String>,
     /// The dashboard's external URL, linked from notifications, e.g.
-    /// https://tarsy.example.com (TARSY_DASHBOARD_URL).
+    /// `https://tarsy.example.com` (TARSY_DASHBOARD_URL).
     #[arg(long)]
     pub dashboard_url: Option<String>,
 }

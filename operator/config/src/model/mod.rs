@@ -8,7 +8,7 @@
 //! (so `kubectl explain` works). Single-object invariants are CEL rules
 //! (`x-kubernetes-validations`, written as schema extensions here so that
 //! the model needs no Kubernetes crate); invariants that need other objects
-//! are [`crate::validate`]'s job.
+//! are [`crate::Config::validate`]'s job.
 
 mod agent;
 mod alert;

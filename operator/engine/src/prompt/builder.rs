@@ -31,7 +31,7 @@ pub struct FailedServer {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChatInput {
     /// The session's formatted history
-    /// ([`crate::context::format_investigation_context`]).
+    /// ([`crate::context::format_chat_history`]).
     pub investigation_context: String,
     /// The user's question.
     pub question: String,

@@ -35,7 +35,7 @@
 //!   (the parallel investigations come in `previous_stage_context`).
 //! * Chat is a prompt concern: set [`PromptInput::chat`] and the same
 //!   methods produce the chat conversation (chat general instructions, the
-//!   session history from [`crate::context::format_investigation_context`]
+//!   session history from [`crate::context::format_chat_history`]
 //!   and the question).
 //! * One-off prompts: [`PromptBuilder::forced_conclusion_prompt`],
 //!   [`PromptBuilder::summarization_system_prompt`] /
