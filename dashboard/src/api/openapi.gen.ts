@@ -560,7 +560,7 @@ export interface components {
          * @description What an agent execution is for.
          * @enum {string}
          */
-        ExecutionKind: "investigation" | "synthesis" | "chat";
+        ExecutionKind: "investigation" | "synthesis" | "chat" | "scoring";
         /** @description The `AgentExecution` resource (and its pod) behind an execution. */
         ExecutionObject: {
             /** @description Namespace. */
@@ -1073,7 +1073,7 @@ export interface components {
          *     dashboard read it.
          * @enum {string}
          */
-        StageKind: "investigation" | "synthesis" | "chat";
+        StageKind: "investigation" | "synthesis" | "chat" | "scoring";
         /**
          * @description When a stage with several executions counts as successful.
          * @enum {string}

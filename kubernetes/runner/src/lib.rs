@@ -354,6 +354,11 @@ async fn input(
                 "a chat execution without spec.chat".into(),
             ));
         }
+        (ExecutionKind::Scoring, _, _) => {
+            return Err(tarsy_exec::ExecError::Invalid(
+                "scoring executions do not run in a cluster yet".into(),
+            ));
+        }
         (ExecutionKind::Synthesis, _, _) => {
             context::stage_input(
                 store,

@@ -200,6 +200,8 @@ wire_enum!(
         Synthesis = "synthesis",
         /// A follow-up chat answer.
         Chat = "chat",
+        /// A judge scoring the finished investigation.
+        Scoring = "scoring",
     }
 );
 
@@ -214,6 +216,9 @@ wire_enum!(
         Synthesis = "synthesis",
         /// The answer to a follow-up chat question.
         Chat = "chat",
+        /// A judge scoring the finished investigation (after the session's
+        /// own outcome is final).
+        Scoring = "scoring",
     }
 );
 

@@ -216,6 +216,11 @@ pub async fn stage_input(
         StageKind::Investigation | StageKind::Chat => AgentInput::Investigation {
             previous_stages: previous_stages(store, session_id, stage_index).await?,
         },
+        StageKind::Scoring => {
+            return Err(ExecError::Invalid(
+                "a judge's input is the whole investigation, not a stage's".into(),
+            ));
+        }
     })
 }
 
@@ -225,6 +230,25 @@ pub async fn chat_history(
     session_id: &str,
     current_stage_id: &str,
 ) -> Result<String> {
+    history(store, session_id, Some(current_stage_id)).await
+}
+
+/// What a judge reads: the alert, then every stage's timeline (tool calls,
+/// arguments and results), syntheses and the executive summary; no chat.
+pub async fn judged_investigation(store: &Store, session_id: &str) -> Result<String> {
+    let session = store.get_session(session_id).await?;
+    let investigation = history(store, session_id, None).await?;
+    Ok(format!(
+        "Alert type: {}\n\nAlert data:\n{}\n\n{}",
+        session.alert_type,
+        session.alert_data.trim(),
+        investigation.trim()
+    ))
+}
+
+/// The session's stages formatted for a model: with the earlier chat
+/// exchanges when `chat` names the answering stage, without any otherwise.
+async fn history(store: &Store, session_id: &str, chat: Option<&str>) -> Result<String> {
     let session = store.get_session(session_id).await?;
     let records = load(store, session_id).await?;
     let mut history = ChatHistory {
@@ -251,7 +275,9 @@ pub async fn chat_history(
                         .find_map(ExecutionRecord::final_analysis);
                 }
             }
-            StageKind::Chat if record.stage.id == current_stage_id => {}
+            // A judge's verdict is not part of what was investigated.
+            StageKind::Scoring => {}
+            StageKind::Chat if chat.is_none_or(|current| record.stage.id == current) => {}
             StageKind::Chat => {
                 let execution = record.executions.first();
                 let question = execution.and_then(|e| {

@@ -18,7 +18,7 @@ use tarsy_engine::fallback::CircuitBreakers;
 use tarsy_engine::prompt::FailedServer;
 use tarsy_engine::{
     ChatContext, DeferringRecorder, ExecutionContext, ExecutionResult, InMemoryToolExecutor,
-    LlmClient, ToolExecutor, run_agent,
+    LlmClient, ScoringContext, ToolExecutor, run_agent,
 };
 use tarsy_mcp::{ExecutorRequest, McpClientFactory};
 use tarsy_store::{Session, Store};
@@ -43,6 +43,8 @@ pub enum AgentInput {
     },
     /// A follow-up chat answer.
     Chat(ChatContext),
+    /// A judge scoring the finished investigation ([`crate::scoring`]).
+    Scoring(ScoringContext),
 }
 
 impl AgentInput {
@@ -277,6 +279,10 @@ impl Launcher {
             AgentInput::Synthesis { investigations } => Some(investigations),
             AgentInput::Chat(chat) => {
                 ctx.chat = Some(chat);
+                None
+            }
+            AgentInput::Scoring(scoring) => {
+                ctx.scoring = Some(scoring);
                 None
             }
         };

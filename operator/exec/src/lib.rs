@@ -39,6 +39,7 @@ pub mod plan;
 pub mod records;
 pub mod retention;
 pub mod runbook;
+pub mod scoring;
 pub mod summary;
 pub mod tools;
 pub mod workflow;

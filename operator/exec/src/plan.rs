@@ -63,10 +63,10 @@ pub fn resolve_execution(
     index: u32,
     selection: Option<&McpSelection>,
 ) -> Result<ResolvedAgentConfig> {
-    if kind == StageKind::Chat {
-        return Err(ExecError::Invalid(
-            "a chat answer is not an execution of a chain stage".into(),
-        ));
+    if matches!(kind, StageKind::Chat | StageKind::Scoring) {
+        return Err(ExecError::Invalid(format!(
+            "a {kind} execution is not an execution of a chain stage"
+        )));
     }
     let stage = chain.stages.get(config_index).ok_or_else(|| {
         ExecError::Invalid(format!(
@@ -75,7 +75,9 @@ pub fn resolve_execution(
         ))
     })?;
     match kind {
-        StageKind::Synthesis | StageKind::Chat => Ok(config.resolve_synthesis(chain, stage)?),
+        StageKind::Synthesis | StageKind::Chat | StageKind::Scoring => {
+            Ok(config.resolve_synthesis(chain, stage)?)
+        }
         StageKind::Investigation => {
             let execution = config
                 .stage_executions(stage)

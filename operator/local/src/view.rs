@@ -125,6 +125,8 @@ pub(crate) async fn load(
                             .collect()
                     })
                     .unwrap_or_default(),
+                // A judge's stage creates its one execution with it.
+                StageKind::Scoring => Vec::new(),
             };
             for (index, name, exec_kind) in planned {
                 if rows.iter().any(|r| r.agent_index == i64::from(index)) {
