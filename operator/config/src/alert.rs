@@ -44,7 +44,7 @@ pub fn check_alert_fields(alert: &NewAlert) -> Result<(), InvalidAlert> {
 }
 
 /// Not empty or blank, at most [`MAX_NAME_CHARS`] characters.
-pub fn check_alert_type(alert_type: &str) -> Result<(), InvalidAlert> {
+fn check_alert_type(alert_type: &str) -> Result<(), InvalidAlert> {
     if alert_type.trim().is_empty() {
         return Err(InvalidAlert::EmptyAlertType);
     }
@@ -56,7 +56,7 @@ pub fn check_alert_type(alert_type: &str) -> Result<(), InvalidAlert> {
 }
 
 /// Not empty or blank, at most [`MAX_ALERT_DATA_BYTES`] bytes.
-pub fn check_alert_data(data: &str) -> Result<(), InvalidAlert> {
+fn check_alert_data(data: &str) -> Result<(), InvalidAlert> {
     if data.len() > MAX_ALERT_DATA_BYTES {
         return Err(InvalidAlert::DataTooLarge { bytes: data.len() });
     }

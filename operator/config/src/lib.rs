@@ -22,7 +22,7 @@
 //!   `kind: Defaults` document), interpolates `${VAR}` (`$${` escapes),
 //!   checks each object against its kind's schema and CEL rules like the
 //!   API server would ([`schema`]), then cross-validates. Alert manifests are read separately
-//!   ([`load_alert_file`], [`parse_alerts`]).
+//!   ([`load_alert_file`]).
 //!
 //! # Alerts
 //!
@@ -81,7 +81,7 @@ pub mod resolve;
 pub mod schema;
 mod validate;
 
-pub use alert::{check_alert_data, check_alert_fields, check_alert_type, check_runbook_url};
+pub use alert::{check_alert_fields, check_runbook_url};
 pub use convert::{
     EnvSecretResolver, MapSecretResolver, Placement, SecretResolver, llm_provider_config,
     masking_config, summarization_config,
@@ -96,7 +96,7 @@ pub use error::{
 };
 pub use loader::{
     ConfigObject, build_config, load_alert_file, load_dir, load_dir_with, load_files_with,
-    parse_alerts, parse_config,
+    parse_config,
 };
 pub use registry::{Config, Named, Origin};
 pub use resolve::{

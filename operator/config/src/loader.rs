@@ -427,7 +427,7 @@ pub fn load_dir(dir: &Path) -> Result<Config, ConfigErrors> {
 }
 
 /// Parses the Alert documents in `text` (schema + CEL checked).
-pub fn parse_alerts(
+fn parse_alerts(
     file: &str,
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
