@@ -4,17 +4,14 @@
 //! timed out — whoever launches it (local mode and the runner both go
 //! through the launcher).
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use tarsy_chain::{ExecutionStart, StageStart};
 use tarsy_core::{ExecutionStatus, ResolvedAgentConfig};
-use tarsy_engine::fallback::CircuitBreakers;
-use tarsy_exec::runbook::runbook_source;
-use tarsy_exec::{AgentInput, Assignment, Launcher, LlmRouter, records};
-use tarsy_masking::MaskingService;
-use tarsy_mcp::McpClientFactory;
+use tarsy_exec::{AgentInput, Assignment, Launcher, records};
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedLlmServer, ScriptedResponse};
 use tarsy_store::{NewSession, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -107,20 +104,7 @@ async fn launcher_with_token(
         runbook_token_domains: token_domains.iter().map(|d| d.to_string()).collect(),
         ..Default::default()
     };
-    let router = LlmRouter::new(&llm.endpoint(), ".").unwrap();
-    let masking = Arc::new(MaskingService::new([], Default::default()).unwrap());
-    Launcher {
-        store: store.clone(),
-        llm: Arc::new(router),
-        mcp: Arc::new(McpClientFactory::new(Vec::new(), masking)),
-        mcp_configs: BTreeMap::new(),
-        publisher: Arc::new(tarsy_engine::memory::MemoryRecorder::new()),
-        breakers: Arc::new(CircuitBreakers::default()),
-        runbooks: Arc::new(runbook_source(
-            &defaults,
-            token.map(tarsy_core::SecretValue::new),
-        )),
-    }
+    common::launcher(store, llm, &defaults, token)
 }
 
 /// A session with one stage of one execution (`s-s1`, `s-s1-e1`).

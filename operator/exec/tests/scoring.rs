@@ -3,17 +3,13 @@
 //! its answer read back — a usable score stored, an unusable one a failed
 //! attempt that says why; an unfinished session is not scored.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
 use tarsy_core::{ExecutionStatus, ResolvedAgentConfig, SessionStatus, StageKind};
-use tarsy_engine::fallback::CircuitBreakers;
-use tarsy_exec::runbook::runbook_source;
+use tarsy_exec::Assignment;
 use tarsy_exec::scoring::Judgement;
-use tarsy_exec::{Assignment, Launcher, LlmRouter};
-use tarsy_masking::MaskingService;
-use tarsy_mcp::McpClientFactory;
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedLlmServer, ScriptedResponse};
 use tarsy_store::{NewSession, ScoreStatus, Store};
 use tokio_util::sync::CancellationToken;
@@ -47,20 +43,6 @@ spec:
     judge
 }
 
-async fn launcher(store: &Store, llm: &ScriptedLlmServer) -> Launcher {
-    let router = LlmRouter::new(&llm.endpoint(), ".").unwrap();
-    let masking = Arc::new(MaskingService::new([], Default::default()).unwrap());
-    Launcher {
-        store: store.clone(),
-        llm: Arc::new(router),
-        mcp: Arc::new(McpClientFactory::new(Vec::new(), masking)),
-        mcp_configs: BTreeMap::new(),
-        publisher: Arc::new(tarsy_engine::memory::MemoryRecorder::new()),
-        breakers: Arc::new(CircuitBreakers::default()),
-        runbooks: Arc::new(runbook_source(&tarsy_config::Defaults::default(), None)),
-    }
-}
-
 async fn finished_session(store: &Store, status: SessionStatus) -> tarsy_store::Session {
     store
         .create_session(NewSession {
@@ -83,8 +65,7 @@ async fn judge_once(store: &Store, script: &ScriptedLlm) -> tarsy_store::Session
     let session = store.get_session("s").await.unwrap();
     let judgement = Judgement::start(store, "s", &judge()).await.unwrap();
     let input = judgement.input(store).await.unwrap();
-    let launched = launcher(store, &llm)
-        .await
+    let launched = common::launcher(store, &llm, &Default::default(), None)
         .run(
             Assignment::new(
                 &session,
