@@ -55,6 +55,37 @@ pub(super) fn backend_for(strategy_backend: Backend, provider: &LlmProviderConfi
 }
 
 impl Run<'_> {
+    /// A tool-less answer of the current iteration, kept in the
+    /// conversation: its text, or why there is none (a failed call, an
+    /// empty answer), which the timeline says too.
+    pub(crate) async fn tool_less_answer(
+        &mut self,
+        classify: Classify,
+    ) -> Result<Result<String, String>, Stop> {
+        let deadline = self.iteration_deadline();
+        let resp = match self
+            .call_conversation(self.turn(classify, &[], deadline))
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(self.llm_failure(e).await?)),
+        };
+        if resp.text.trim().is_empty() {
+            self.error_event(
+                "The model returned an empty response",
+                json!({"kind": "empty_response"}),
+            )
+            .await?;
+            return Ok(Err("the model returned an empty response".into()));
+        }
+        self.push_message(
+            ConversationMessage::assistant(resp.text.clone(), Vec::new()),
+            false,
+        )
+        .await?;
+        Ok(Ok(resp.text))
+    }
+
     /// A model turn of the current iteration: the conversation, `tools`
     /// bound, the answer streamed as `llm_response`.
     pub(crate) fn turn<'r>(

@@ -43,32 +43,10 @@ fn answers(run: &Run<'_>) -> Vec<String> {
         .collect()
 }
 
-/// One tool-less turn: the answer, or why there is none (said on the
-/// timeline too).
+/// One tool-less turn of the judge, recorded as a scoring interaction.
 async fn ask(run: &mut Run<'_>, iteration: u32) -> Result<Result<String, String>, Stop> {
     run.state.current_iteration = iteration;
-    let deadline = run.iteration_deadline();
-    let resp = match run
-        .call_conversation(run.turn(|_| LlmInteractionType::Scoring, &[], deadline))
-        .await
-    {
-        Ok(r) => r,
-        Err(e) => return Ok(Err(run.llm_failure(e).await?)),
-    };
-    if resp.text.trim().is_empty() {
-        run.error_event(
-            "The model returned an empty response",
-            json!({"kind": "empty_response"}),
-        )
-        .await?;
-        return Ok(Err("the model returned an empty response".into()));
-    }
-    run.push_message(
-        ConversationMessage::assistant(resp.text.clone(), Vec::new()),
-        false,
-    )
-    .await?;
-    Ok(Ok(resp.text))
+    run.tool_less_answer(|_| LlmInteractionType::Scoring).await
 }
 
 async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {

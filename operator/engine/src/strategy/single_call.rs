@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use serde_json::json;
-use tarsy_core::{ConversationMessage, ExecutionStatus, IterationStrategy, LlmInteractionType};
+use tarsy_core::{ExecutionStatus, IterationStrategy, LlmInteractionType};
 
 use super::{Strategy, run_with};
 use crate::execution::{ExecutionContext, ExecutionResult};
@@ -32,48 +32,25 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
         return Ok(ExecutionResult::completed(turn.text, run.usage, 1));
     }
     run.state.current_iteration = 1;
-    let deadline = run.iteration_deadline();
     let classify = match run.ctx.config.iteration_strategy {
         IterationStrategy::Synthesis | IterationStrategy::SynthesisNativeThinking => {
             |_: &_| LlmInteractionType::Synthesis
         }
         _ => |_: &_| LlmInteractionType::FinalAnalysis,
     };
-    let resp = match run
-        .call_conversation(run.turn(classify, &[], deadline))
-        .await
-    {
-        Ok(r) => r,
-        Err(e) => {
-            let msg = run.llm_failure(e).await?;
+    let text = match run.tool_less_answer(classify).await? {
+        Ok(text) => text,
+        Err(why) => {
             return Ok(ExecutionResult::ended(
                 ExecutionStatus::Failed,
-                msg,
+                why,
                 run.usage,
                 1,
             ));
         }
     };
-    if resp.text.trim().is_empty() {
-        run.error_event(
-            "The model returned an empty response",
-            json!({"kind": "empty_response"}),
-        )
-        .await?;
-        return Ok(ExecutionResult::ended(
-            ExecutionStatus::Failed,
-            "the model returned an empty response",
-            run.usage,
-            1,
-        ));
-    }
-    run.push_message(
-        ConversationMessage::assistant(resp.text.clone(), Vec::new()),
-        false,
-    )
-    .await?;
     // Streamed as llm_response; the conclusion is recorded whole, as for a
     // function-calling final answer.
-    run.final_event(&resp.text, json!({})).await?;
-    Ok(ExecutionResult::completed(resp.text, run.usage, 1))
+    run.final_event(&text, json!({})).await?;
+    Ok(ExecutionResult::completed(text, run.usage, 1))
 }
