@@ -190,18 +190,9 @@ async fn place(
     message_id: &str,
     agent: &ResolvedAgentConfig,
 ) -> std::result::Result<Answer, (ChatError, Option<Answer>)> {
-    let next = store
-        .max_stage_index(session_id)
+    let index = crate::records::next_stage_index(store, session_id)
         .await
-        .map_err(|e| (internal(e), None))?
-        .unwrap_or(0)
-        + 1;
-    let index = u32::try_from(next).map_err(|_| {
-        (
-            ChatError::Internal(format!("stage index {next} is out of range")),
-            None,
-        )
-    })?;
+        .map_err(|e| (internal(e), None))?;
     let answer = Answer::new(session_id, chat_id, index);
     let busy = || ChatError::Busy {
         chat_id: chat_id.to_string(),

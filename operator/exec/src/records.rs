@@ -1,9 +1,10 @@
 //! The stage and execution rows of a stage the state machine starts — the
-//! same rows, with the same deterministic ids, in every mode.
+//! same rows, with the same deterministic ids, in every mode — and where a
+//! stage added after them goes.
 
 use tarsy_chain::{ExecutionStart, StageStart};
 use tarsy_core::{ExecutionKind, IterationStrategy, ResolvedAgentConfig};
-use tarsy_store::{NewAgentExecution, NewStage};
+use tarsy_store::{NewAgentExecution, NewStage, Store, StoreError};
 
 use crate::ids::{execution_id, stage_id};
 
@@ -47,4 +48,12 @@ pub fn execution_row(
         iteration_strategy: strategy,
         llm_provider: provider,
     }
+}
+
+/// The index of a stage added after the session's stages (a chat answer,
+/// a judge's scoring).
+pub async fn next_stage_index(store: &Store, session_id: &str) -> Result<u32, StoreError> {
+    let next = store.max_stage_index(session_id).await?.unwrap_or(0) + 1;
+    u32::try_from(next)
+        .map_err(|_| StoreError::InvalidInput(format!("stage index {next} is out of range")))
 }

@@ -49,9 +49,7 @@ impl Judgement {
                 session.status
             )));
         }
-        let next = store.max_stage_index(session_id).await?.unwrap_or(0) + 1;
-        let stage_index = u32::try_from(next)
-            .map_err(|_| ExecError::Invalid(format!("stage index {next} is out of range")))?;
+        let stage_index = crate::records::next_stage_index(store, session_id).await?;
         let execution = execution_id(session_id, stage_index, 1);
         let attempt = store
             .start_score_attempt(session_id, Some(&execution))
