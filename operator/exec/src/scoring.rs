@@ -135,8 +135,6 @@ impl Judgement {
         };
         match tarsy_scoring::parse_assessment(conclusion) {
             Ok(assessment) => {
-                let report = tarsy_scoring::parse_tool_report(conclusion);
-                let has_report = !report.missing.is_empty() || !report.hard_to_use.is_empty();
                 let (assessment_text, report_text) = split_report(conclusion);
                 let score = ScoreResult {
                     score: assessment.score,
@@ -147,7 +145,7 @@ impl Judgement {
                         .map(|t| t.slug().to_string())
                         .collect(),
                     assessment: assessment_text.to_string(),
-                    tool_report: report_text.filter(|_| has_report).map(str::to_string),
+                    tool_report: report_text.map(str::to_string),
                 };
                 Ok(store.complete_score(&self.attempt_id, &score).await?)
             }
