@@ -121,6 +121,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sessions/{id}/score": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Score a finished session again
+         * @description Has the chain's judge score the finished investigation: a new attempt, earlier ones are kept. The attempt and its score arrive as `session.score` events and in `GET /api/v1/sessions/{id}/scores`. No body.
+         */
+        post: operations["rescore_session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{id}/scores": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A session's scoring attempts
+         * @description Every attempt of the judge, newest first: score, verdict, failure tags, the assessment by dimension, the tool report, or why the attempt failed.
+         */
+        get: operations["session_scores"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions/{id}/timeline": {
         parameters: {
             query?: never;
@@ -853,6 +893,39 @@ export interface components {
             /** @description Agent execution id, if any. */
             execution_id?: string | null;
         };
+        /**
+         * @description A session's score as lists show it: where its latest scoring attempt
+         *     stands, and the latest completed attempt's score and failure tags (kept
+         *     while a re-score runs or after one fails).
+         */
+        ScoreBadge: {
+            /** @description The latest attempt's status. */
+            status: components["schemas"]["ScoreStatus"];
+            /**
+             * Format: int32
+             * @description 0–100, once an attempt completed.
+             */
+            score?: number | null;
+            /** @description Failure tags of that attempt. */
+            failure_tags: string[];
+        };
+        /** @description Answer of `GET /api/v1/sessions/{id}/scores`. */
+        ScoreHistory: {
+            /** @description Every scoring attempt, newest first. */
+            attempts: components["schemas"]["SessionScore"][];
+        };
+        /** @description Answer of `POST /api/v1/sessions/{id}/score`. */
+        ScoreResponse: {
+            /** @description The session to be scored. */
+            session_id: string;
+            /** @description What happens next. */
+            message: string;
+        };
+        /**
+         * @description Where a scoring attempt of a finished session stands.
+         * @enum {string}
+         */
+        ScoreStatus: "in_progress" | "completed" | "failed";
         /** @description A stored session. */
         Session: {
             /** @description Session id. */
@@ -913,6 +986,7 @@ export interface components {
              * @description Soft-deleted (hidden from lists).
              */
             deleted_at?: string | null;
+            score?: components["schemas"]["ScoreBadge"] | null;
         };
         /** @description Answer of `GET /api/v1/sessions/{id}`. */
         SessionDetail: components["schemas"]["Session"] & {
@@ -931,6 +1005,49 @@ export interface components {
             sessions: components["schemas"]["SessionSummary"][];
             /** @description Where the page sits. */
             pagination: components["schemas"]["Pagination"];
+        };
+        /** @description One scoring attempt of a session. */
+        SessionScore: {
+            /** @description Attempt id. */
+            id: string;
+            /** @description The session scored. */
+            session_id: string;
+            /**
+             * Format: int32
+             * @description 1 for the first attempt, then one more per re-score.
+             */
+            attempt: number;
+            /** @description Where it stands. */
+            status: components["schemas"]["ScoreStatus"];
+            /** @description The scoring execution, once it has one. */
+            execution_id?: string | null;
+            /** @description The process running the attempt, when it says (local mode: its pod id). */
+            owner?: string | null;
+            /**
+             * Format: int32
+             * @description 0–100 (completed attempts).
+             */
+            score?: number | null;
+            /** @description The judge's verdict on the outcome (completed attempts). */
+            outcome?: string | null;
+            /** @description Failure tags (completed attempts). */
+            failure_tags: string[];
+            /** @description The judge's assessment (completed attempts). */
+            assessment?: string | null;
+            /** @description The judge's report on the tools, when it gave one. */
+            tool_report?: string | null;
+            /** @description Why a failed attempt failed. */
+            error?: string | null;
+            /**
+             * Format: date-time
+             * @description Started.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description Ended.
+             */
+            completed_at?: string | null;
         };
         /**
          * @description Lifecycle of an alert session.
@@ -983,6 +1100,7 @@ export interface components {
              * @description Soft-deleted.
              */
             deleted_at?: string | null;
+            score?: components["schemas"]["ScoreBadge"] | null;
         };
         /**
          * @description The trace list of a session (trace level 1): interactions grouped stage →
@@ -1631,6 +1749,151 @@ export interface operations {
                 };
             };
             /** @description The orchestrator cannot take work now, or the database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rescore_session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Session id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: a judge is scoring the session. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScoreResponse"];
+                };
+            };
+            /** @description The session has not finished, its chain no longer resolves a judge, or an undecodable path. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such session. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A judge is scoring the session already. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The orchestrator cannot take work now, or the database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    session_scores: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Session id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The attempts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScoreHistory"];
+                };
+            };
+            /** @description An undecodable path. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such session. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -41,7 +41,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use tarsy_api::{
     AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission, NewAlert,
-    SessionControl, SubmitError,
+    ScoreAccepted, ScoreError, SessionControl, SubmitError,
 };
 use tarsy_config::{Config, Defaults};
 use tarsy_core::{EventPublisher, SessionStatus};
@@ -413,5 +413,11 @@ impl SessionControl for KubeSessionControl {
         submission: ChatSubmission,
     ) -> Result<ChatAccepted, ChatError> {
         chat::submit(self, submission).await
+    }
+
+    async fn rescore(&self, _session_id: &str) -> Result<ScoreAccepted, ScoreError> {
+        Err(ScoreError::Unavailable(
+            "scoring does not run in a cluster yet".into(),
+        ))
     }
 }

@@ -659,6 +659,7 @@ fn a_chat_question_on_a_finished_alert_gets_its_execution_from_the_operator() {
             completed_at: Some(at),
             last_interaction_at: None,
             deleted_at: None,
+            score: None,
         },
         stage: tarsy_store::Stage {
             id: format!("{UID}-s2"),

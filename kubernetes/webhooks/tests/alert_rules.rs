@@ -18,7 +18,7 @@ use common::{Resp, post, serve_http};
 use serde_json::{Map, Value, json};
 use tarsy_api::{
     AlertAccepted, Api, ApiConfig, CancelError, CancelOutcome, ChatAccepted, ChatError,
-    ChatSubmission, NewAlert, SessionControl, SubmitError,
+    ChatSubmission, NewAlert, ScoreAccepted, ScoreError, SessionControl, SubmitError,
 };
 use tarsy_config::{Config, Defaults};
 use tarsy_core::{MAX_ALERT_DATA_BYTES, SecretValue, SessionStatus};
@@ -243,6 +243,10 @@ impl SessionControl for CheckingControl {
 
     async fn submit_chat_message(&self, _: ChatSubmission) -> Result<ChatAccepted, ChatError> {
         Err(ChatError::Internal("not part of this test".into()))
+    }
+
+    async fn rescore(&self, _: &str) -> Result<ScoreAccepted, ScoreError> {
+        Err(ScoreError::Internal("not part of this test".into()))
     }
 }
 

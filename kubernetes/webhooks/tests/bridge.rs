@@ -459,6 +459,7 @@ fn chain(name: &str, types: &[&str]) -> Chain {
             slack_channel: None,
             executive_summary_provider: None,
             chat: None,
+            scoring: None,
             session_timeout: None,
             service_account_name: None,
         }

@@ -18,7 +18,7 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tarsy_api::{
     AlertAccepted, Api, ApiConfig, CancelError, CancelOutcome, ChatAccepted, ChatError,
-    ChatSubmission, NewAlert, SessionControl, SubmitError,
+    ChatSubmission, NewAlert, ScoreAccepted, ScoreError, SessionControl, SubmitError,
 };
 use tarsy_core::stream::timestamp;
 use tarsy_core::{EventPublisher, StreamEvent, TimelineEventType};
@@ -39,6 +39,9 @@ impl SessionControl for NoControl {
     }
     async fn submit_chat_message(&self, _: ChatSubmission) -> Result<ChatAccepted, ChatError> {
         Err(ChatError::Unavailable("benchmark".into()))
+    }
+    async fn rescore(&self, _: &str) -> Result<ScoreAccepted, ScoreError> {
+        Err(ScoreError::Unavailable("benchmark".into()))
     }
 }
 

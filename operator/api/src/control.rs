@@ -4,7 +4,7 @@
 
 pub use tarsy_core::control::{
     AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission, NewAlert,
-    SessionControl, SubmitError,
+    ScoreAccepted, ScoreError, SessionControl, SubmitError,
 };
 
 pub use tarsy_core::SystemWarning;

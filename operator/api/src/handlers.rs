@@ -17,14 +17,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tarsy_core::{ConversationMessage, InvalidAlert, McpSelection, SessionStatus, TimelineEvent};
 use tarsy_store::{
-    AgentExecution, LlmInteraction, McpInteraction, Session, SessionFilter, SessionSort,
-    SessionSortKey, SessionSummary, SessionTrace, Stage, StoreError,
+    AgentExecution, LlmInteraction, McpInteraction, Session, SessionFilter, SessionScore,
+    SessionSort, SessionSortKey, SessionSummary, SessionTrace, Stage, StoreError,
 };
 use utoipa::{IntoParams, ToSchema};
 
 use crate::control::{
     CancelError, CancelOutcome, ChatError, ChatSubmission, DependencyHealth, McpServerHealth,
-    NewAlert, SubmitError, SystemWarning,
+    NewAlert, ScoreError, SubmitError, SystemWarning,
 };
 use crate::error::{ApiError, ApiPath, ApiResult, ErrorBody};
 use crate::system::{AlertObject, ExecutionObject, SessionObjects, SystemConfiguration};
@@ -982,6 +982,96 @@ pub(crate) async fn cancel_session(
             stage_id,
             message: "cancellation of the chat answer requested",
         },
+    }))
+}
+
+// ------------------------------------------------------------ scoring
+
+/// Answer of `POST /api/v1/sessions/{id}/score`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ScoreResponse {
+    /// The session to be scored.
+    session_id: String,
+    /// What happens next.
+    message: &'static str,
+}
+
+/// `POST /api/v1/sessions/{id}/score`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/sessions/{id}/score",
+    tag = "scoring",
+    summary = "Score a finished session again",
+    description = "Has the chain's judge score the finished investigation: a new attempt, \
+        earlier ones are kept. The attempt and its score arrive as `session.score` events \
+        and in `GET /api/v1/sessions/{id}/scores`. No body.",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 202, description = "Accepted: a judge is scoring the session.", body = ScoreResponse),
+        (status = 400, description = "The session has not finished, its chain no longer \
+            resolves a judge, or an undecodable path.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 409, description = "A judge is scoring the session already.", body = ErrorBody),
+        (status = 500, description = "Unexpected failure.", body = ErrorBody),
+        (status = 503, description = "The orchestrator cannot take work now, or the database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
+        (status = 507, description = "The database's disk is full.", body = ErrorBody),
+    )
+)]
+pub(crate) async fn rescore_session(
+    State(api): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<(StatusCode, Json<ScoreResponse>)> {
+    api.store.get_session(&id).await?;
+    let accepted = api.control.rescore(&id).await.map_err(|e| match e {
+        ScoreError::NotFound(_) => ApiError::not_found(e.to_string()),
+        ScoreError::NotFinished { .. } | ScoreError::Invalid(_) => {
+            ApiError::bad_request(e.to_string())
+        }
+        ScoreError::Busy { .. } => ApiError::conflict(e.to_string()),
+        ScoreError::Unavailable(m) => ApiError::unavailable(m),
+        ScoreError::Internal(m) => ApiError::internal(m),
+    })?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(ScoreResponse {
+            session_id: accepted.session_id,
+            message: "scoring requested",
+        }),
+    ))
+}
+
+/// Answer of `GET /api/v1/sessions/{id}/scores`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ScoreHistory {
+    /// Every scoring attempt, newest first.
+    attempts: Vec<SessionScore>,
+}
+
+/// `GET /api/v1/sessions/{id}/scores`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}/scores",
+    tag = "scoring",
+    summary = "A session's scoring attempts",
+    description = "Every attempt of the judge, newest first: score, verdict, failure tags, \
+        the assessment by dimension, the tool report, or why the attempt failed.",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "The attempts.", body = ScoreHistory),
+        (status = 400, description = "An undecodable path.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 500, description = "Unexpected failure.", body = ErrorBody),
+        (status = 503, description = "The database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
+        (status = 507, description = "The database's disk is full.", body = ErrorBody),
+    )
+)]
+pub(crate) async fn session_scores(
+    State(api): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<ScoreHistory>> {
+    api.store.get_session(&id).await?;
+    Ok(Json(ScoreHistory {
+        attempts: api.store.session_scores(&id).await?,
     }))
 }
 

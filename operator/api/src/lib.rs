@@ -41,7 +41,7 @@ use tarsy_store::Store;
 pub use control::{
     AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission,
     DependencyHealth, DependencyHealthSource, McpHealthSource, McpServerHealth, NewAlert,
-    SessionControl, SubmitError, SystemWarning, SystemWarningsSource,
+    ScoreAccepted, ScoreError, SessionControl, SubmitError, SystemWarning, SystemWarningsSource,
 };
 pub use dashboard::{Asset, Dashboard};
 pub use error::{ApiError, ApiResult, ErrorBody, ErrorCode};

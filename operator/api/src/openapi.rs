@@ -31,6 +31,7 @@ use crate::{AppState, handlers};
         (name = "alerts", description = "Submitting alerts"),
         (name = "sessions", description = "Investigation sessions"),
         (name = "chat", description = "Follow-up questions about a finished investigation"),
+        (name = "scoring", description = "The judge's scores of finished investigations"),
         (name = "trace", description = "The LLM and MCP calls of a session"),
         (name = "system", description = "Health, metrics, configuration and this document"),
     )
@@ -46,6 +47,8 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::get_session))
         .routes(routes!(handlers::cancel_session))
         .routes(routes!(handlers::send_chat_message))
+        .routes(routes!(handlers::rescore_session))
+        .routes(routes!(handlers::session_scores))
         .routes(routes!(handlers::timeline))
         .routes(routes!(handlers::trace))
         .routes(routes!(handlers::llm_interaction))

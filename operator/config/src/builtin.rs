@@ -4,10 +4,12 @@
 //! - Agents: `kubernetes-agent` (cluster troubleshooting with the built-in
 //!   Kubernetes MCP server), `chat-agent` (follow-up questions; inherits its
 //!   strategy and gets the chain's MCP servers), `synthesis-agent` (combines
-//!   parallel investigations; strategy `synthesis`, tool-less). Their labels
-//!   in prompts and records are `KubernetesAgent`, `ChatAgent` and
-//!   `SynthesisAgent`, which references also accept ([`AGENT_ALIASES`]: the
-//!   names they had before one naming rule held in both modes).
+//!   parallel investigations; strategy `synthesis`, tool-less),
+//!   `scoring-agent` (the judge of finished investigations: tool-less, its
+//!   instructions are the judge's own, `tarsy-scoring`'s). Their labels in
+//!   prompts and records are `KubernetesAgent`, `ChatAgent`,
+//!   `SynthesisAgent` and `ScoringAgent`, which references also accept
+//!   ([`AGENT_ALIASES`]).
 //! - MCP server `kubernetes-server`: `kubernetes-mcp-server`, read-only and
 //!   without destructive tools, Kubernetes masking. Local mode runs it over
 //!   stdio (`npx`); in a cluster it is a sidecar of the investigation pod
@@ -39,13 +41,16 @@ pub const KUBERNETES_AGENT: &str = "kubernetes-agent";
 pub const CHAT_AGENT: &str = "chat-agent";
 /// The built-in synthesis agent (used when a stage's synthesis names none).
 pub const SYNTHESIS_AGENT: &str = "synthesis-agent";
+/// The built-in judge (used when a chain's scoring names none).
+pub const SCORING_AGENT: &str = "scoring-agent";
 /// Names a reference to a built-in agent may also use (alias → name): the
 /// built-ins' names before object names followed the Kubernetes rule in both
 /// modes, and still their display names.
-pub const AGENT_ALIASES: [(&str, &str); 3] = [
+pub const AGENT_ALIASES: [(&str, &str); 4] = [
     ("KubernetesAgent", KUBERNETES_AGENT),
     ("ChatAgent", CHAT_AGENT),
     ("SynthesisAgent", SYNTHESIS_AGENT),
+    ("ScoringAgent", SCORING_AGENT),
 ];
 /// The built-in Kubernetes MCP server.
 pub const KUBERNETES_SERVER: &str = "kubernetes-server";
@@ -129,6 +134,20 @@ pub fn agents() -> BTreeMap<String, AgentSpec> {
                 display_name: Some("SynthesisAgent".into()),
                 description: Some("Combines parallel investigations into one analysis.".into()),
                 custom_instructions: Some(SYNTHESIS_AGENT_INSTRUCTIONS.into()),
+                mcp_servers: None,
+                iteration_strategy: Some(IterationStrategy::Synthesis),
+                max_iterations: None,
+            },
+        ),
+        (
+            SCORING_AGENT.to_string(),
+            AgentSpec {
+                display_name: Some("ScoringAgent".into()),
+                description: Some(
+                    "Scores finished investigations and reports missing tools.".into(),
+                ),
+                // The judge's instructions are tarsy-scoring's, in every judge's prompt.
+                custom_instructions: None,
                 mcp_servers: None,
                 iteration_strategy: Some(IterationStrategy::Synthesis),
                 max_iterations: None,

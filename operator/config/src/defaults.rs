@@ -31,6 +31,7 @@
 //! | `TARSY_SLACK_NOTIFY_START` | `notifications.slack.notifyStart` | `false` |
 //! | `TARSY_SLACK_API_URL` | `notifications.slack.apiUrl` | [`DEFAULT_SLACK_API_URL`] |
 //! | `TARSY_DASHBOARD_URL` | `notifications.dashboardUrl` | unset |
+//! | `TARSY_SCORING_ENABLED` | `scoring.enabled` (chains may say otherwise) | `false` |
 //!
 //! The Slack bot token is never part of the defaults: it is read from
 //! `TARSY_SLACK_BOT_TOKEN` only, where the process starts.
@@ -92,6 +93,9 @@ pub struct Defaults {
     pub retention_interval: Duration,
     /// Who hears about investigations.
     pub notifications: Notifications,
+    /// Whether completed sessions are scored by a judge when their chain
+    /// does not say.
+    pub scoring_enabled: bool,
 }
 
 /// What is kept how long; `None` keeps forever.
@@ -187,6 +191,7 @@ impl Default for Defaults {
             retention: Retention::default(),
             retention_interval: DEFAULT_RETENTION_INTERVAL,
             notifications: Notifications::default(),
+            scoring_enabled: false,
         }
     }
 }
@@ -214,6 +219,7 @@ impl Default for Defaults {
 ///   notifications:
 ///     dashboardUrl: https://tarsy.example.com
 ///     slack: {channel: "#sre-incidents", notifyStart: false}
+///   scoring: {enabled: true}
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -260,6 +266,18 @@ pub struct DefaultsSpec {
     /// Who hears about investigations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notifications: Option<NotificationsSpec>,
+    /// Scoring of completed sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scoring: Option<ScoringDefaultsSpec>,
+}
+
+/// Scoring overrides.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScoringDefaultsSpec {
+    /// Whether completed sessions are scored unless their chain says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 /// Retention overrides, Go durations (`0` keeps forever, except `interval`).
@@ -382,6 +400,8 @@ pub mod env {
     pub const SLACK_API_URL: &str = "TARSY_SLACK_API_URL";
     /// The dashboard's external URL.
     pub const DASHBOARD_URL: &str = "TARSY_DASHBOARD_URL";
+    /// Scoring on/off unless a chain says.
+    pub const SCORING_ENABLED: &str = "TARSY_SCORING_ENABLED";
 }
 
 fn comma_list(v: &str) -> Vec<String> {
@@ -488,6 +508,11 @@ impl DefaultsSpec {
                 };
                 (n != NotificationsSpec::default()).then_some(n)
             },
+            scoring: parse(env::SCORING_ENABLED, get(env::SCORING_ENABLED), &mut errors).map(
+                |enabled| ScoringDefaultsSpec {
+                    enabled: Some(enabled),
+                },
+            ),
         };
         // Durations are checked here so the error names the variable.
         let breaker_open_for = spec
@@ -667,6 +692,9 @@ impl Defaults {
         }
         if let Some(n) = &spec.notifications {
             self.apply_notifications(n, &mut errors);
+        }
+        if let Some(enabled) = spec.scoring.as_ref().and_then(|s| s.enabled) {
+            self.scoring_enabled = enabled;
         }
         if errors.is_empty() {
             Ok(())

@@ -59,6 +59,10 @@
 //! `synthesis-agent`; strategy `synthesis` → agent → `synthesis.iterationStrategy`;
 //! provider defaults → chain → synthesis; no MCP servers.
 //!
+//! Scoring ([`Config::resolve_scoring`], when [`Config::scoring_enabled`]):
+//! agent `scoring.agent` → `scoring-agent`; strategy `synthesis` → agent
+//! (tool-less); provider defaults → chain → scoring; no MCP servers.
+//!
 //! Executive summary ([`Config::resolve_executive_summary`]): provider
 //! `executiveSummaryProvider` → chain `llmProvider` → defaults; backend from
 //! chain `iterationStrategy` → defaults.
@@ -88,7 +92,8 @@ pub use convert::{
 };
 pub use defaults::{
     AlertMaskingSpec, CircuitBreakerSpec, DEFAULT_KUBERNETES_MCP_IMAGE, DEFAULT_SLACK_API_URL,
-    Defaults, DefaultsSpec, Notifications, NotificationsSpec, Retention, RetentionSpec, SlackSpec,
+    Defaults, DefaultsSpec, Notifications, NotificationsSpec, Retention, RetentionSpec,
+    ScoringDefaultsSpec, SlackSpec,
 };
 pub use error::{
     ConfigError, ConfigErrors, Location, ObjectRef, Problem, ResolveError, SecretError,

@@ -13,7 +13,7 @@ use tarsy_core::{
 };
 
 use crate::alert::ChainMiss;
-use crate::builtin::{CHAT_AGENT, SYNTHESIS_AGENT};
+use crate::builtin::{CHAT_AGENT, SCORING_AGENT, SYNTHESIS_AGENT};
 use crate::defaults::Defaults;
 use crate::error::{ResolveError, SelectionError};
 use crate::registry::{Config, Named};
@@ -278,6 +278,58 @@ impl Config {
             custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
             native_tools_override: None,
             fail_on_unavailable_server: fails_on_unavailable_server(chain),
+        })
+    }
+
+    /// Whether a chain's completed sessions are scored: `scoring.enabled`,
+    /// else the defaults' `scoring.enabled`.
+    pub fn scoring_enabled(&self, chain: &ChainSpec) -> bool {
+        chain
+            .scoring
+            .as_ref()
+            .and_then(|s| s.enabled)
+            .unwrap_or(self.defaults.scoring_enabled)
+    }
+
+    /// Resolves the judge that scores a chain's sessions (whether or not
+    /// scoring is on: a session may be re-scored on request):
+    ///
+    /// | field | order (later wins) |
+    /// |---|---|
+    /// | agent | `scoring-agent` → scoring.agent |
+    /// | iteration strategy | `synthesis` → agent (a judge is tool-less) |
+    /// | LLM provider | defaults → chain → scoring.llmProvider |
+    /// | max iterations | defaults → agent → chain |
+    /// | MCP servers | none |
+    pub fn resolve_scoring(&self, chain: &ChainSpec) -> Result<ResolvedAgentConfig, ResolveError> {
+        let d = &self.defaults;
+        let scoring = chain.scoring.clone().unwrap_or_default();
+        let reference = scoring.agent.as_deref().unwrap_or(SCORING_AGENT);
+        let definition = self.agent_def(reference)?;
+        let agent = &definition.spec;
+        let strategy: IterationStrategy =
+            cascade(IterationStrategy::Synthesis, &[agent.iteration_strategy]);
+        let provider = cascade(
+            d.llm_provider.clone(),
+            &[chain.llm_provider.clone(), scoring.llm_provider.clone()],
+        );
+        let max_iterations = cascade(
+            d.max_iterations,
+            &[agent.max_iterations, chain.max_iterations],
+        );
+        Ok(ResolvedAgentConfig {
+            display_name: self.agent_label(reference),
+            agent_name: definition.name.clone(),
+            iteration_strategy: strategy,
+            backend: strategy.backend(),
+            llm_provider: self.llm_provider_config(&provider)?,
+            max_iterations,
+            iteration_timeout: self.iteration_timeout(chain)?,
+            mcp_servers: Vec::new(),
+            tool_filter: Default::default(),
+            custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
+            native_tools_override: None,
+            fail_on_unavailable_server: false,
         })
     }
 

@@ -342,6 +342,31 @@ impl Config {
                 &resolved.llm_provider.name,
             );
         }
+        if let Some(scoring) = &spec.scoring {
+            if let Some(a) = &scoring.agent {
+                r.agent_ref(&at, "spec.scoring.agent".into(), a);
+            }
+            if let Some(p) = &scoring.llm_provider {
+                r.provider_ref(&at, "spec.scoring.llmProvider".into(), p);
+            }
+        }
+        if let Ok(resolved) = self.resolve_scoring(spec) {
+            let field = "spec.scoring";
+            if resolved.iteration_strategy.uses_tools() {
+                r.push(
+                    at.clone().field(field),
+                    Problem::BadStrategy(format!(
+                        "scoring agent {:?} resolves to strategy {}, which calls tools; a judge is tool-less (synthesis, synthesis-native-thinking or single-call)",
+                        resolved.agent_name, resolved.iteration_strategy
+                    )),
+                );
+            }
+            r.backend_fits(
+                at.clone().field(field),
+                resolved.iteration_strategy,
+                &resolved.llm_provider.name,
+            );
+        }
     }
 }
 

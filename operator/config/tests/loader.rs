@@ -479,6 +479,48 @@ spec:
 }
 
 #[test]
+fn a_judge_must_exist_and_be_tool_less() {
+    let docs = "apiVersion: tarsy.dev/v1alpha1
+kind: Agent
+metadata: {name: tooled-judge}
+spec: {iterationStrategy: langchain}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: c}
+spec:
+  llmProvider: openai-default
+  scoring: {enabled: true, agent: tooled-judge}
+  iterationStrategy: langchain
+  stages: [{name: s, agent: kubernetes-agent}]
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: d}
+spec:
+  alertTypes: [D]
+  scoring: {agent: no-such-judge, llmProvider: no-such-provider}
+  stages: [{name: s, agent: kubernetes-agent}]
+";
+    let errs = errors(&[("c.yaml", docs)]);
+    assert!(
+        errs.iter().any(|e| e.contains("Chain \"c\": spec.scoring: scoring agent \"tooled-judge\" resolves to strategy langchain, which calls tools")),
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("Chain \"d\": spec.scoring.agent") && e.contains("no-such-judge")),
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("Chain \"d\": spec.scoring.llmProvider")
+                && e.contains("no-such-provider")),
+        "{errs:#?}"
+    );
+}
+
+#[test]
 fn builtins_can_be_overridden() {
     let docs = "apiVersion: tarsy.dev/v1alpha1
 kind: Agent

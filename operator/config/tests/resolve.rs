@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tarsy_config::model::{
     AgentSpec, ChainSpec, ChatSpec, IterationStrategy as S, LLMProviderSpec, MCPServerSpec,
-    ProviderType, StageAgentSpec, StageSpec, SuccessPolicy, SynthesisSpec,
+    ProviderType, ScoringSpec, StageAgentSpec, StageSpec, SuccessPolicy, SynthesisSpec,
 };
 use tarsy_config::{
     Config, Defaults, Named, Origin, ResolveError, SelectionError, parallel_type, replica_name,
@@ -78,6 +78,7 @@ fn chain() -> ChainSpec {
         slack_channel: None,
         executive_summary_provider: None,
         chat: None,
+        scoring: None,
         session_timeout: None,
         service_account_name: None,
     }
@@ -948,6 +949,127 @@ fn synthesis_max_iterations_defaults_agent_chain_stage() {
         },
     ];
     run_synthesis_rows("maxIterations", &rows, |r| r.max_iterations);
+}
+
+// ------------------------------------------------------------------ scoring
+
+fn scoring(l: &mut Levels) -> &mut ScoringSpec {
+    l.chain.scoring.get_or_insert_with(ScoringSpec::default)
+}
+
+#[test]
+fn scoring_is_off_unless_the_chain_or_the_defaults_turn_it_on() {
+    let rows = [
+        Row {
+            name: "off by default",
+            setup: |_| {},
+            expect: false,
+        },
+        Row {
+            name: "defaults turn it on",
+            setup: |l| l.defaults.scoring_enabled = true,
+            expect: true,
+        },
+        Row {
+            name: "the chain turns it off over the defaults",
+            setup: |l| {
+                l.defaults.scoring_enabled = true;
+                scoring(l).enabled = Some(false);
+            },
+            expect: false,
+        },
+        Row {
+            name: "the chain turns it on",
+            setup: |l| scoring(l).enabled = Some(true),
+            expect: true,
+        },
+        Row {
+            name: "a scoring section without enabled follows the defaults",
+            setup: |l| scoring(l).llm_provider = Some("p-other".into()),
+            expect: false,
+        },
+    ];
+    for row in rows {
+        let mut l = levels();
+        (row.setup)(&mut l);
+        assert_eq!(
+            config(&l).scoring_enabled(&l.chain),
+            row.expect,
+            "{}",
+            row.name
+        );
+    }
+}
+
+#[test]
+fn scoring_judge_agent_strategy_and_provider() {
+    let rows: [Row<(String, &str, Core, &str)>; 4] = [
+        Row {
+            name: "built-in ScoringAgent, tool-less, on the defaults' provider",
+            setup: |l| l.defaults.iteration_strategy = Core::NativeThinking,
+            expect: (
+                "scoring-agent".into(),
+                "ScoringAgent",
+                Core::Synthesis,
+                "p-defaults",
+            ),
+        },
+        Row {
+            name: "the chain's provider",
+            setup: |l| l.chain.llm_provider = Some("p-chain".into()),
+            expect: (
+                "scoring-agent".into(),
+                "ScoringAgent",
+                Core::Synthesis,
+                "p-chain",
+            ),
+        },
+        Row {
+            name: "scoring's provider over the chain's",
+            setup: |l| {
+                l.chain.llm_provider = Some("p-chain".into());
+                scoring(l).llm_provider = Some("p-other".into());
+            },
+            expect: (
+                "scoring-agent".into(),
+                "ScoringAgent",
+                Core::Synthesis,
+                "p-other",
+            ),
+        },
+        Row {
+            name: "a custom judge with its own tool-less strategy",
+            setup: |l| {
+                scoring(l).agent = Some(AGENT.into());
+                l.agent.iteration_strategy = Some(S::SingleCall);
+                l.agent.display_name = Some("Judge".into());
+            },
+            expect: (AGENT.into(), "Judge", Core::SingleCall, "p-defaults"),
+        },
+    ];
+    for row in rows {
+        let mut l = levels();
+        (row.setup)(&mut l);
+        let r = config(&l)
+            .resolve_scoring(&l.chain)
+            .unwrap_or_else(|e| panic!("{}: {e}", row.name));
+        assert!(
+            r.mcp_servers.is_empty(),
+            "{}: a judge is tool-less",
+            row.name
+        );
+        assert_eq!(
+            (
+                r.agent_name.clone(),
+                r.display_name.as_str(),
+                r.iteration_strategy,
+                r.llm_provider.name.as_str()
+            ),
+            row.expect,
+            "{}",
+            row.name
+        );
+    }
 }
 
 // ---------------------------------------------------------- executive summary

@@ -1,5 +1,6 @@
 //! The contract between the API and whichever mode runs sessions: what an
-//! alert submission, a cancel request and a chat question are, what they
+//! alert submission, a cancel request, a chat question and a scoring
+//! request are, what they
 //! answer and why they are refused. The API checks the shape of requests
 //! and reads records straight from the store; it never runs a session. Local mode
 //! implements [`SessionControl`] in process; cluster mode by creating and
@@ -156,6 +157,43 @@ pub enum ChatError {
     Internal(String),
 }
 
+/// A scoring request accepted: a judge will score the session (the attempt
+/// and its score arrive as `session.score` events).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScoreAccepted {
+    /// The session to be scored.
+    pub session_id: String,
+}
+
+/// Why a scoring request was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScoreError {
+    /// No such session (HTTP 404).
+    #[error("session {0:?} not found")]
+    NotFound(String),
+    /// Only a finished session is scored (HTTP 400).
+    #[error("session is {status}: only a finished investigation is scored")]
+    NotFinished {
+        /// The session's status.
+        status: SessionStatus,
+    },
+    /// A judge is scoring the session already (HTTP 409).
+    #[error("session {session_id:?} is being scored already; wait for the score")]
+    Busy {
+        /// The session.
+        session_id: String,
+    },
+    /// The judge cannot be resolved, e.g. the chain is gone (HTTP 400).
+    #[error("{0}")]
+    Invalid(String),
+    /// Cannot score now, e.g. shutting down (HTTP 503).
+    #[error("{0}")]
+    Unavailable(String),
+    /// An unexpected failure (HTTP 500).
+    #[error("{0}")]
+    Internal(String),
+}
+
 /// Session orchestration as the API needs it.
 #[async_trait]
 pub trait SessionControl: Send + Sync {
@@ -179,4 +217,8 @@ pub trait SessionControl: Send + Sync {
         &self,
         submission: ChatSubmission,
     ) -> Result<ChatAccepted, ChatError>;
+
+    /// Has a judge score the finished session again (a new attempt; the
+    /// earlier ones are kept). Returns once the attempt is on its way.
+    async fn rescore(&self, session_id: &str) -> Result<ScoreAccepted, ScoreError>;
 }

@@ -111,6 +111,18 @@ wire_enum!(
     }
 );
 
+wire_enum!(
+    /// Where a scoring attempt of a finished session stands.
+    ScoreStatus, "score status" {
+        /// The judge is at work.
+        InProgress = "in_progress",
+        /// Scored.
+        Completed = "completed",
+        /// The attempt ended without a usable score (its error says why).
+        Failed = "failed",
+    }
+);
+
 impl ExecutionStatus {
     /// True for completed, failed, timed_out and cancelled.
     pub const fn is_terminal(self) -> bool {

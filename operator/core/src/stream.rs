@@ -2,13 +2,13 @@
 //! as one type: [`StreamEvent`], serialized with a `type` tag
 //! (`session.status`, `stage.status`, `timeline_event.created`,
 //! `timeline_event.completed`, `stream.chunk`, `chat.created`,
-//! `chat.user_message`). Publishers build these values; nothing publishes
+//! `chat.user_message`, `session.score`). Publishers build these values; nothing publishes
 //! ad-hoc JSON.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ExecutionStatus, SessionStatus, TimelineEventStatus, TimelineEventType};
+use crate::{ExecutionStatus, ScoreStatus, SessionStatus, TimelineEventStatus, TimelineEventType};
 
 /// Now, as events carry it (RFC 3339).
 pub fn timestamp() -> String {
@@ -167,6 +167,22 @@ pub enum StreamEvent {
         /// When.
         timestamp: String,
     },
+    /// A scoring attempt of a finished session started or ended.
+    #[serde(rename = "session.score")]
+    SessionScore {
+        /// The session.
+        session_id: String,
+        /// The attempt.
+        attempt_id: String,
+        /// Where it stands.
+        status: ScoreStatus,
+        /// 0–100, once completed.
+        score: Option<u8>,
+        /// Failure tags, once completed.
+        failure_tags: Vec<String>,
+        /// When.
+        timestamp: String,
+    },
 }
 
 impl StreamEvent {
@@ -179,7 +195,8 @@ impl StreamEvent {
             | Self::TimelineEventCompleted { session_id, .. }
             | Self::StreamChunk { session_id, .. }
             | Self::ChatCreated { session_id, .. }
-            | Self::ChatUserMessage { session_id, .. } => session_id,
+            | Self::ChatUserMessage { session_id, .. }
+            | Self::SessionScore { session_id, .. } => session_id,
         }
     }
 

@@ -1,13 +1,14 @@
 //! The lifecycle events every driver publishes the same way — local mode,
 //! the operator, the runner and the cluster-mode API: `session.status` (on
 //! the session's channel and the session list), `stage.status`, and an
-//! accepted chat question (`chat.created`, `chat.user_message`). Delivery
+//! accepted chat question (`chat.created`, `chat.user_message`), and a
+//! scoring attempt's start and end (`session.score`). Delivery
 //! is best effort: the records are stored already, a failure is logged.
 
 use tarsy_core::control::{ChatAccepted, ChatSubmission};
 use tarsy_core::recorder::{SESSIONS_CHANNEL, session_channel};
 use tarsy_core::stream::timestamp;
-use tarsy_core::{EventPublisher, ExecutionStatus, SessionStatus, StreamEvent};
+use tarsy_core::{EventPublisher, ExecutionStatus, ScoreStatus, SessionStatus, StreamEvent};
 
 /// A stage as `stage.status` names it.
 #[derive(Debug, Clone, Copy)]
@@ -29,6 +30,28 @@ pub async fn publish_session_status(
     let event = StreamEvent::SessionStatus {
         session_id: session_id.to_string(),
         status,
+        timestamp: timestamp(),
+    };
+    publish(publisher, &session_channel(session_id), &event).await;
+    publish(publisher, SESSIONS_CHANNEL, &event).await;
+}
+
+/// Publishes `session.score` on the session's channel and on `sessions`
+/// (lists show scores).
+pub async fn publish_session_score(
+    publisher: &dyn EventPublisher,
+    session_id: &str,
+    attempt_id: &str,
+    status: ScoreStatus,
+    score: Option<u8>,
+    failure_tags: &[String],
+) {
+    let event = StreamEvent::SessionScore {
+        session_id: session_id.to_string(),
+        attempt_id: attempt_id.to_string(),
+        status,
+        score,
+        failure_tags: failure_tags.to_vec(),
         timestamp: timestamp(),
     };
     publish(publisher, &session_channel(session_id), &event).await;

@@ -5,10 +5,10 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tarsy_core::{ExecutionStatus, ResolvedAgentConfig, SessionStatus, StageKind};
-use tarsy_exec::Assignment;
 use tarsy_exec::scoring::Judgement;
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedLlmServer, ScriptedResponse};
 use tarsy_store::{NewSession, ScoreStatus, Store};
@@ -38,9 +38,7 @@ spec:
     let config =
         tarsy_config::build_config(objects, &tarsy_config::DefaultsSpec::default()).unwrap();
     let chain = &config.chain("c").unwrap().spec;
-    let mut judge = config.resolve_synthesis(chain, &chain.stages[0]).unwrap();
-    judge.display_name = "ScoringAgent".into();
-    judge
+    config.resolve_scoring(chain).unwrap()
 }
 
 async fn finished_session(store: &Store, status: SessionStatus) -> tarsy_store::Session {
@@ -59,27 +57,36 @@ async fn finished_session(store: &Store, status: SessionStatus) -> tarsy_store::
     store.update_session_status("s", status).await.unwrap()
 }
 
-/// Starts an attempt, runs the judge through the launcher, ends it.
-async fn judge_once(store: &Store, script: &ScriptedLlm) -> tarsy_store::SessionScore {
+/// One whole attempt through the launcher; returns the
+/// attempt and the live events published.
+async fn judge_once(
+    store: &Store,
+    script: &ScriptedLlm,
+) -> (tarsy_store::SessionScore, Vec<serde_json::Value>) {
     let llm = ScriptedLlmServer::start(script.clone()).await.unwrap();
-    let session = store.get_session("s").await.unwrap();
-    let judgement = Judgement::start(store, "s", &judge()).await.unwrap();
-    let input = judgement.input(store).await.unwrap();
-    let launched = common::launcher(store, &llm, &Default::default(), None)
+    let mut launcher = common::launcher(store, &llm, &Default::default(), None);
+    let published = Arc::new(tarsy_engine::memory::MemoryRecorder::new());
+    launcher.publisher = published.clone();
+    let judgement = Judgement::start(store, &launcher.publisher, "s", &judge(), None)
+        .await
+        .unwrap();
+    let score = judgement
         .run(
-            Assignment::new(
-                &session,
-                &judgement.stage_id,
-                &judgement.execution_id,
-                judge(),
-                input,
-                tokio::time::Instant::now() + Duration::from_secs(60),
-                CancellationToken::new(),
-            ),
-            None,
+            &launcher,
+            judge(),
+            tokio::time::Instant::now() + Duration::from_secs(60),
+            CancellationToken::new(),
         )
-        .await;
-    judgement.end(store, &launched.result).await.unwrap()
+        .await
+        .unwrap();
+    let events = published
+        .published()
+        .into_iter()
+        .filter(|p| p.channel == "session:s")
+        .map(|p| p.payload)
+        .filter(|e| e["type"] == "session.score" || e["type"] == "stage.status")
+        .collect();
+    (score, events)
 }
 
 #[tokio::test]
@@ -89,13 +96,30 @@ async fn a_usable_answer_is_stored_as_the_sessions_score() {
     let script = ScriptedLlm::new();
     script.push(ScriptedResponse::text(ASSESSMENT));
     script.push(ScriptedResponse::text(REPORT));
-    let score = judge_once(&store, &script).await;
+    let (score, events) = judge_once(&store, &script).await;
     assert_eq!(score.status, ScoreStatus::Completed, "{score:?}");
     assert_eq!(score.score, Some(77));
     assert_eq!(score.outcome.as_deref(), Some("correct"));
     assert_eq!(score.failure_tags, ["missed-available-tool"]);
     assert_eq!(score.assessment.as_deref(), Some(ASSESSMENT));
     assert_eq!(score.tool_report.as_deref(), Some(REPORT));
+    // Dashboards hear the attempt start, the judge's stage run, the score.
+    let seen: Vec<(String, String)> = events
+        .iter()
+        .map(|e| (e["type"].to_string(), e["status"].to_string()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("\"session.score\"", "\"in_progress\""),
+            ("\"stage.status\"", "\"started\""),
+            ("\"stage.status\"", "\"completed\""),
+            ("\"session.score\"", "\"completed\""),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    assert_eq!(events[3]["score"], 77);
+    assert_eq!(events[3]["failure_tags"][0], "missed-available-tool");
 
     // The judge read the alert; its stage is a scoring stage after the
     // session's own, and the session's status is untouched.
@@ -123,8 +147,9 @@ async fn an_answer_without_a_score_fails_the_attempt_and_says_why() {
     let script = ScriptedLlm::new();
     script.push(ScriptedResponse::text("It looks fine to me."));
     script.push(ScriptedResponse::text(REPORT));
-    let score = judge_once(&store, &script).await;
+    let (score, events) = judge_once(&store, &script).await;
     assert_eq!(score.status, ScoreStatus::Failed, "{score:?}");
+    assert_eq!(events.last().unwrap()["status"], "failed");
     assert_eq!(score.score, None);
     assert_eq!(
         score.error.as_deref(),
@@ -135,14 +160,18 @@ async fn an_answer_without_a_score_fails_the_attempt_and_says_why() {
     let script = ScriptedLlm::new();
     script.push(ScriptedResponse::text(ASSESSMENT));
     script.push(ScriptedResponse::text(REPORT));
-    assert_eq!(judge_once(&store, &script).await.attempt, 2);
+    assert_eq!(judge_once(&store, &script).await.0.attempt, 2);
 }
 
 #[tokio::test]
 async fn only_a_finished_session_is_scored() {
     let store = Store::sqlite_in_memory().await.unwrap();
     finished_session(&store, SessionStatus::InProgress).await;
-    let refused = Judgement::start(&store, "s", &judge()).await.unwrap_err();
+    let publisher: Arc<dyn tarsy_core::EventPublisher> =
+        Arc::new(tarsy_engine::memory::MemoryRecorder::new());
+    let refused = Judgement::start(&store, &publisher, "s", &judge(), None)
+        .await
+        .unwrap_err();
     assert!(
         refused
             .to_string()

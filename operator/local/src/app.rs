@@ -360,6 +360,7 @@ impl LocalApp {
                 tracing::info!(sessions = recovered, "took back sessions left in progress");
             }
             crate::chat::close_orphaned_answers(&rt).await?;
+            crate::scoring::close_orphaned_attempts(&rt).await?;
         }
         let background = TaskTracker::new();
         background.spawn(admission::admission_loop(rt.clone(), options.recover));

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tarsy_api::{
     AlertAccepted, CancelError, CancelOutcome, ChatAccepted, ChatError, ChatSubmission, NewAlert,
-    SessionControl, SubmitError,
+    ScoreAccepted, ScoreError, SessionControl, SubmitError,
 };
 use tarsy_core::{SessionStatus, ToolCatalog};
 use tarsy_exec::intake::new_session;
@@ -176,5 +176,9 @@ impl SessionControl for LocalControl {
         submission: ChatSubmission,
     ) -> Result<ChatAccepted, ChatError> {
         chat::submit(&self.rt, submission).await
+    }
+
+    async fn rescore(&self, session_id: &str) -> Result<ScoreAccepted, ScoreError> {
+        crate::scoring::rescore(&self.rt, session_id).await
     }
 }

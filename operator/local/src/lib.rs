@@ -18,6 +18,7 @@
 //! | `view` | the machine's view read back from the store (restart recovery) |
 //! | `admission` | admission and take-over at start |
 //! | `chat` | follow-up chat answers |
+//! | `scoring` | the judge of completed sessions, and re-scores on request |
 //! | [`stdio`] | local rules of stdio MCP servers: run in the configuration directory, `tarsy` = this executable, missing commands stop the start |
 //!
 //! ```no_run
@@ -50,6 +51,7 @@ mod chat;
 pub mod control;
 pub mod error;
 mod runtime;
+mod scoring;
 mod session_loop;
 pub mod stdio;
 mod view;

@@ -415,6 +415,13 @@ impl SessionRun {
                 }
                 self.rt.notify(&self.session.id).await;
                 tracing::info!(session_id = %self.session.id, %status, "session finished");
+                crate::scoring::after_finish(
+                    &self.rt,
+                    &self.session.id,
+                    &self.session.chain_id,
+                    status,
+                )
+                .await;
             }
         }
         self.view = next;

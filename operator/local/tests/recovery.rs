@@ -8,8 +8,9 @@ mod common;
 use serde_json::json;
 use tarsy_core::{
     ExecutionKind, ExecutionStatus, IterationStrategy, MessageRole, NewMessage, NewTimelineEvent,
-    RecordScope, SessionStatus, TimelineEventStatus, TimelineEventType,
+    RecordScope, ScoreStatus, SessionStatus, TimelineEventStatus, TimelineEventType,
 };
+use tarsy_exec::scoring::Judgement;
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedResponse};
 use tarsy_store::{NewAgentExecution, NewSession, NewStage, Store};
 
@@ -370,7 +371,90 @@ async fn chat_answer_killed_mid_answer(db_url: String) {
     app.shutdown().await;
 }
 
+/// A judge whose process died (its attempt still in progress, its stage
+/// and execution open) does not block the session's scoring forever: the
+/// next start of the same process closes it, failed with the reason, and
+/// the session can be scored again.
+async fn judge_killed_mid_scoring(db_url: String) {
+    let scored = format!("{TWO_STAGES}  scoring: {{enabled: true}}\n");
+    let script = ScriptedLlm::new();
+    script
+        .push_route("Alpha", ScriptedResponse::text("Alpha done."))
+        .push_route("Delta", ScriptedResponse::text("Delta done."))
+        .push(ScriptedResponse::text("Summary."))
+        .push_route(
+            "ScoringAgent",
+            ScriptedResponse::error("internal", "judge down", false),
+        );
+    let peers = Peers::start(script).await;
+    let first_config = config(&peers, &scored);
+    let judge = first_config
+        .resolve_scoring(&first_config.chain("two").unwrap().spec)
+        .unwrap();
+    let app = start(first_config, &peers, &db_url).await;
+    let id = submit(&app, "Two").await;
+    finish(&app, &id).await;
+    eventually("the first attempt over", || async {
+        app.store()
+            .session_scores(&id)
+            .await
+            .is_ok_and(|a| a.first().is_some_and(|a| a.status == ScoreStatus::Failed))
+    })
+    .await;
+    app.shutdown().await;
+    // As if this process had started a judge and been killed.
+    let store = Store::connect(&db_url).await.unwrap();
+    let publisher: std::sync::Arc<dyn tarsy_core::EventPublisher> =
+        std::sync::Arc::new(tarsy_engine::memory::MemoryRecorder::new());
+    let killed = Judgement::start(&store, &publisher, &id, &judge, Some("test-pod"))
+        .await
+        .unwrap();
+    store.close().await;
+
+    let script = ScriptedLlm::new();
+    script
+        .push_route(
+            "ScoringAgent",
+            ScriptedResponse::text("VERDICT: correct\nSCORE: 90"),
+        )
+        .push_route(
+            "ScoringAgent",
+            ScriptedResponse::text("MISSING TOOLS:\n- none"),
+        );
+    let peers = Peers::start(script).await;
+    let app = start(config(&peers, &scored), &peers, &db_url).await;
+    let attempt = app.store().score_attempt(&killed.attempt_id).await.unwrap();
+    assert_eq!(attempt.status, ScoreStatus::Failed, "closed at start");
+    assert!(
+        attempt
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("interrupted"),
+        "{attempt:?}"
+    );
+    let stage = app.store().get_stage(&killed.stage_id).await.unwrap();
+    assert_eq!(stage.status, ExecutionStatus::Failed);
+    assert_eq!(
+        app.store()
+            .open_records_in_terminal_sessions()
+            .await
+            .unwrap(),
+        []
+    );
+    app.control().rescore(&id).await.unwrap();
+    eventually("the new score", || async {
+        app.store()
+            .latest_score(&id)
+            .await
+            .is_ok_and(|s| s.is_some_and(|s| s.score == Some(90)))
+    })
+    .await;
+    app.shutdown().await;
+}
+
 on_both_backends!(
+    judge_killed_mid_scoring,
     resumes_between_stages,
     resumes_interrupted_execution,
     shutdown_then_restart,

@@ -7,9 +7,10 @@ mod common;
 use std::time::Duration;
 
 use serde_json::Value;
-use tarsy_api::{CancelOutcome, ChatError, ChatSubmission};
+use tarsy_api::{CancelOutcome, ChatError, ChatSubmission, ScoreError};
 use tarsy_core::{
-    ExecutionStatus, ParallelType, SessionStatus, TimelineEventStatus, TimelineEventType,
+    ExecutionStatus, ParallelType, ScoreStatus, SessionStatus, TimelineEventStatus,
+    TimelineEventType,
 };
 use tarsy_exec::ids::CHAT_STAGE_NAME;
 use tarsy_exec::retention::Retention;
@@ -625,6 +626,138 @@ async fn chat_two_turns_and_busy(db_url: String) {
     app.shutdown().await;
 }
 
+const SCORED_CHAIN: &str = r#"
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: scored}
+spec:
+  alertTypes: [Scored]
+  llmProvider: test-llm
+  iterationStrategy: native-thinking
+  scoring: {enabled: true}
+  stages:
+  - name: only
+    agent: alpha
+"#;
+
+const ASSESSMENT: &str = "## Outcome\nRight: web-1 was OOMKilled.\n\nVERDICT: correct\n\
+                          FAILURE TAGS: incomplete-evidence\nSCORE: 77";
+const TOOL_REPORT: &str = "MISSING TOOLS:\n- node memory history: was the node short?";
+
+/// A completed session of a chain with scoring on is judged after it ends
+/// (its status untouched), a re-score is a new attempt, an answer without
+/// a score fails its attempt visibly and keeps the earlier score, and one
+/// attempt runs at a time; a judge at work leaves no open record behind.
+async fn scoring_after_completion_and_on_request(db_url: String) {
+    let script = ScriptedLlm::new();
+    script
+        .push_route(
+            "Alpha",
+            ScriptedResponse::text("Investigation: OOM in web-1."),
+        )
+        .push(ScriptedResponse::text("Summary."))
+        .push_route("ScoringAgent", ScriptedResponse::text(ASSESSMENT))
+        .push_route("ScoringAgent", ScriptedResponse::text(TOOL_REPORT))
+        .push_route("ScoringAgent", ScriptedResponse::text("Looks fine to me."))
+        .push_route("ScoringAgent", ScriptedResponse::text(TOOL_REPORT))
+        .push_route(
+            "ScoringAgent",
+            ScriptedResponse::text(ASSESSMENT).with_chunk_delay(Duration::from_millis(1500)),
+        )
+        .push_route("ScoringAgent", ScriptedResponse::text(TOOL_REPORT));
+    let peers = Peers::start(script).await;
+    let app = start(config(&peers, SCORED_CHAIN), &peers, &db_url).await;
+    let store = app.store().clone();
+    let id = submit(&app, "Scored").await;
+    assert_eq!(finish(&app, &id).await.status, SessionStatus::Completed);
+    let badge = |status| {
+        let (store, id) = (store.clone(), id.clone());
+        async move {
+            store
+                .get_session(&id)
+                .await
+                .unwrap()
+                .score
+                .is_some_and(|s| s.status == status)
+        }
+    };
+    eventually("the first score", || badge(ScoreStatus::Completed)).await;
+    let first = store.latest_score(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (first.score, first.failure_tags.clone()),
+        (Some(77), vec!["incomplete-evidence".to_string()])
+    );
+    assert_eq!(first.tool_report.as_deref(), Some(TOOL_REPORT));
+    let session = store.get_session(&id).await.unwrap();
+    assert_eq!(session.status, SessionStatus::Completed);
+    let names: Vec<String> = stages(&store, &id)
+        .await
+        .into_iter()
+        .map(|(s, e)| format!("{}:{}:{}", s.stage_name, s.status, e[0].agent_name))
+        .collect();
+    assert_eq!(
+        names,
+        ["only:completed:Alpha", "Scoring:completed:ScoringAgent"]
+    );
+    // The judge read the investigation.
+    let judged = peers
+        .script()
+        .requests()
+        .into_iter()
+        .find(|r| r.route.as_deref() == Some("ScoringAgent"))
+        .unwrap();
+    let read: String = judged
+        .request
+        .messages
+        .iter()
+        .map(|m| m.content.clone())
+        .collect();
+    assert!(read.contains("Investigation: OOM in web-1."), "{read}");
+    // Its two calls are in the session's trace, with their token usage.
+    let trace = store.session_trace(&id).await.unwrap();
+    let judge_calls = &trace
+        .stages
+        .iter()
+        .find(|s| s.stage_name == "Scoring")
+        .unwrap()
+        .executions[0]
+        .llm_interactions;
+    assert_eq!(judge_calls.len(), 2);
+    assert!(
+        judge_calls
+            .iter()
+            .all(|c| c.interaction_type == tarsy_core::LlmInteractionType::Scoring),
+        "{judge_calls:?}"
+    );
+
+    // A re-score whose answer has no score: a failed attempt that says why;
+    // the session keeps its score.
+    let control = app.control();
+    control.rescore(&id).await.unwrap();
+    eventually("the failed attempt", || badge(ScoreStatus::Failed)).await;
+    let attempts = store.session_scores(&id).await.unwrap();
+    assert_eq!(attempts[0].attempt, 2);
+    assert_eq!(
+        attempts[0].error.as_deref(),
+        Some("the judge gave no score (expected a line `SCORE: <0-100>`)")
+    );
+    assert_eq!(
+        store.get_session(&id).await.unwrap().score.unwrap().score,
+        Some(77)
+    );
+
+    // One attempt at a time; a judge at work is not an open record.
+    control.rescore(&id).await.unwrap();
+    let busy = control.rescore(&id).await.unwrap_err();
+    assert!(matches!(busy, ScoreError::Busy { .. }), "{busy:?}");
+    assert_eq!(store.open_records_in_terminal_sessions().await.unwrap(), []);
+    eventually("the third attempt", || badge(ScoreStatus::Completed)).await;
+    assert_eq!(store.session_scores(&id).await.unwrap().len(), 3);
+    assert_eq!(store.open_records_in_terminal_sessions().await.unwrap(), []);
+
+    app.shutdown().await;
+}
+
 async fn wait_stage(store: &tarsy_store::Store, stage_id: &str, status: ExecutionStatus) {
     eventually(&format!("stage {stage_id} {status}"), || async {
         store
@@ -637,6 +770,7 @@ async fn wait_stage(store: &tarsy_store::Store, stage_id: &str, status: Executio
 }
 
 on_both_backends!(
+    scoring_after_completion_and_on_request,
     full_pipeline,
     policy_any_and_summary_fail_open,
     policy_all_fails_fast,

@@ -55,7 +55,8 @@ impl Store {
     /// exist once nothing runs: a user would see a finished investigation
     /// still "working". A chat answer being given (a chat stage still
     /// pending or active, with its executions and events) is not open: a
-    /// chat runs in an ended session by design.
+    /// chat runs in an ended session by design; so does a judge (a scoring
+    /// stage while its session has a scoring attempt in progress).
     pub async fn open_records_in_terminal_sessions(&self) -> Result<Vec<OpenRecord>> {
         let quoted = |v: &[&str]| {
             v.iter()
@@ -76,8 +77,15 @@ impl Store {
             &[ExecutionStatus::Pending, ExecutionStatus::Active].map(ExecutionStatus::as_str),
         );
         let streaming = TimelineEventStatus::Streaming.as_str();
-        // Records of a chat answer still being given are left out.
-        let not_chatting = format!("NOT (st.chat_id IS NOT NULL AND st.status IN ({open}))");
+        // Records of a chat answer or a judge still at work are left out.
+        let judging = format!(
+            "(st.stage_kind = '{scoring}' AND EXISTS (SELECT 1 FROM session_scores sc \
+             WHERE sc.session_id = st.session_id AND sc.status = '{in_progress}'))",
+            scoring = tarsy_core::StageKind::Scoring.as_str(),
+            in_progress = tarsy_core::ScoreStatus::InProgress.as_str(),
+        );
+        let not_chatting =
+            format!("NOT ((st.chat_id IS NOT NULL OR {judging}) AND st.status IN ({open}))");
         let rows: Vec<(String, String, String, String, String)> = self
             .db
             .fetch_all(Sql::dynamic(format!(
@@ -95,6 +103,7 @@ impl Store {
                  SELECT s.id, s.status, CAST('stage' AS TEXT), st.id, st.status \
                  FROM stages st JOIN alert_sessions s ON s.id = st.session_id \
                  WHERE s.status IN ({ended}) AND st.status IN ({open}) AND st.chat_id IS NULL \
+                 AND NOT {judging} \
                  ORDER BY 1, 3, 4"
             )))
             .await?;

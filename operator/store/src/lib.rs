@@ -51,7 +51,7 @@ pub use events::{EventNotification, NOTIFY_PAYLOAD_LIMIT, StoreTx};
 pub use model::{
     AgentExecution, Chat, ChatUserMessage, Created, LlmInteraction, LlmInteractionSummary,
     McpInteraction, McpInteractionSummary, Message, NewAgentExecution, NewSession, NewStage,
-    Session, SessionFilter, SessionOutcome, SessionPage, SessionSort, SessionSortKey,
+    ScoreBadge, Session, SessionFilter, SessionOutcome, SessionPage, SessionSort, SessionSortKey,
     SessionSummary, SessionTrace, Stage, StoredEvent, TraceExecution, TraceStage,
 };
 pub use scores::{ScoreResult, ScoreStatus, SessionScore};

@@ -9,8 +9,8 @@ use serde_json::Value;
 use sqlx::types::Json;
 use tarsy_core::{
     ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType, McpInteractionType,
-    MessageRole, ParallelType, RecordScope, SessionStatus, StageKind, SuccessPolicy, TimelineEvent,
-    TokenUsage, ToolCall, UnknownValue,
+    MessageRole, ParallelType, RecordScope, ScoreStatus, SessionStatus, StageKind, SuccessPolicy,
+    TimelineEvent, TokenUsage, ToolCall, UnknownValue,
 };
 
 /// Implements `FromRow` for both backends' rows with one body (`$row` is a
@@ -118,6 +118,38 @@ pub struct Session {
     pub last_interaction_at: Option<DateTime<Utc>>,
     /// Soft-deleted (hidden from lists).
     pub deleted_at: Option<DateTime<Utc>>,
+    /// The judge's score, once a scoring attempt started.
+    pub score: Option<ScoreBadge>,
+}
+
+/// A session's score as lists show it: where its latest scoring attempt
+/// stands, and the latest completed attempt's score and failure tags (kept
+/// while a re-score runs or after one fails).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ScoreBadge {
+    /// The latest attempt's status.
+    pub status: ScoreStatus,
+    /// 0–100, once an attempt completed.
+    pub score: Option<u8>,
+    /// Failure tags of that attempt.
+    pub failure_tags: Vec<String>,
+}
+
+/// The score columns of a session row as its badge.
+fn score_badge(
+    status: Option<String>,
+    score: Option<i64>,
+    tags: Option<Json<Vec<String>>>,
+) -> Result<Option<ScoreBadge>, sqlx::Error> {
+    let Some(status) = status else {
+        return Ok(None);
+    };
+    Ok(Some(ScoreBadge {
+        status: wire(status, "score_status")?,
+        score: score.and_then(|s| u8::try_from(s).ok()),
+        failure_tags: tags.map(|t| t.0).unwrap_or_default(),
+    }))
 }
 
 from_row!(Session, |row| {
@@ -144,6 +176,11 @@ from_row!(Session, |row| {
         completed_at: row.try_get("completed_at")?,
         last_interaction_at: row.try_get("last_interaction_at")?,
         deleted_at: row.try_get("deleted_at")?,
+        score: score_badge(
+            row.try_get("score_status")?,
+            row.try_get("score")?,
+            row.try_get("score_failure_tags")?,
+        )?,
     })
 });
 
@@ -178,6 +215,8 @@ pub struct SessionSummary {
     pub completed_at: Option<DateTime<Utc>>,
     /// Soft-deleted.
     pub deleted_at: Option<DateTime<Utc>>,
+    /// The judge's score, once a scoring attempt started.
+    pub score: Option<ScoreBadge>,
 }
 
 from_row!(SessionSummary, |row| {
@@ -195,6 +234,11 @@ from_row!(SessionSummary, |row| {
         started_at: row.try_get("started_at")?,
         completed_at: row.try_get("completed_at")?,
         deleted_at: row.try_get("deleted_at")?,
+        score: score_badge(
+            row.try_get("score_status")?,
+            row.try_get("score")?,
+            row.try_get("score_failure_tags")?,
+        )?,
     })
 });
 

@@ -8,43 +8,17 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::types::Json;
 
+pub use tarsy_core::ScoreStatus;
+
 use crate::Store;
 use crate::db::{Sql, new_id, now};
 use crate::error::{Result, StoreError, is_foreign_key_violation, is_unique_violation};
 
 const SCORE: &str = "session score";
 
-/// Where an attempt stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ScoreStatus {
-    /// The judge is at work.
-    InProgress,
-    /// Scored.
-    Completed,
-    /// The attempt ended without a usable score (`error` says why).
-    Failed,
-}
-
-impl ScoreStatus {
-    /// The stored word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScoreStatus::InProgress => "in_progress",
-            ScoreStatus::Completed => "completed",
-            ScoreStatus::Failed => "failed",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        [Self::InProgress, Self::Completed, Self::Failed]
-            .into_iter()
-            .find(|v| v.as_str() == s)
-    }
-}
-
 /// One scoring attempt of a session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionScore {
     /// Attempt id.
     pub id: String,
@@ -56,6 +30,8 @@ pub struct SessionScore {
     pub status: ScoreStatus,
     /// The scoring execution, once it has one.
     pub execution_id: Option<String>,
+    /// The process running the attempt, when it says (local mode: its pod id).
+    pub owner: Option<String>,
     /// 0–100 (completed attempts).
     pub score: Option<u8>,
     /// The judge's verdict on the outcome (completed attempts).
@@ -102,10 +78,11 @@ macro_rules! score_from_row {
                     id: row.try_get("id")?,
                     session_id: row.try_get("session_id")?,
                     attempt: u32::try_from(attempt).unwrap_or(0),
-                    status: ScoreStatus::parse(&status).ok_or_else(|| {
-                        sqlx::Error::Decode(format!("unknown score status {status:?}").into())
-                    })?,
+                    status: status
+                        .parse::<ScoreStatus>()
+                        .map_err(|e| sqlx::Error::Decode(e.into()))?,
                     execution_id: row.try_get("execution_id")?,
+                    owner: row.try_get("owner")?,
                     score: score.and_then(|s| u8::try_from(s).ok()),
                     outcome: row.try_get("outcome")?,
                     failure_tags: tags.map(|t| t.0).unwrap_or_default(),
@@ -122,32 +99,36 @@ macro_rules! score_from_row {
 score_from_row!(sqlx::postgres::PgRow);
 score_from_row!(sqlx::sqlite::SqliteRow);
 
-const COLUMNS: &str = "id, session_id, attempt, status, execution_id, score, outcome, \
+const COLUMNS: &str = "id, session_id, attempt, status, execution_id, owner, score, outcome, \
                        failure_tags, assessment, tool_report, error, created_at, completed_at";
 
 impl Store {
-    /// Starts the next scoring attempt of `session_id`. A conflict while
-    /// another attempt of the session runs (also when two start at once:
-    /// one wins); not found for an unknown session.
+    /// Starts the next scoring attempt of `session_id`, run by `owner` when
+    /// it says. A conflict while another attempt of the session runs (also
+    /// when two start at once: one wins); not found for an unknown session.
     pub async fn start_score_attempt(
         &self,
         session_id: &str,
         execution_id: Option<&str>,
+        owner: Option<&str>,
     ) -> Result<SessionScore> {
         let id = new_id();
         let inserted = self
             .db
-            .execute(
+            .execute_batch(vec![
                 Sql::new(
-                    "INSERT INTO session_scores (id, session_id, attempt, status, execution_id, created_at) \
-                     SELECT $1, $2, COALESCE(MAX(attempt), 0) + 1, 'in_progress', $3, $4 \
+                    "INSERT INTO session_scores (id, session_id, attempt, status, execution_id, owner, created_at) \
+                     SELECT $1, $2, COALESCE(MAX(attempt), 0) + 1, 'in_progress', $3, $4, $5 \
                      FROM session_scores WHERE session_id = $2",
                 )
                 .bind(id.as_str())
                 .bind(session_id)
                 .bind(execution_id)
+                .bind(owner)
                 .bind(now()),
-            )
+                Sql::new("UPDATE alert_sessions SET score_status = 'in_progress' WHERE id = $1")
+                    .bind(session_id),
+            ])
             .await;
         match inserted {
             Ok(_) => {}
@@ -190,9 +171,21 @@ impl Store {
                 result.score
             )));
         }
+        let tags = serde_json::json!(result.failure_tags);
+        // The session's columns first: both statements see the attempt
+        // still in progress (one snapshot on Postgres, in order on SQLite).
         let n = self
             .db
-            .execute(
+            .execute_batch(vec![
+                Sql::new(
+                    "UPDATE alert_sessions SET score_status = 'completed', score = $2, \
+                     score_failure_tags = $3 \
+                     WHERE id = (SELECT session_id FROM session_scores \
+                                 WHERE id = $1 AND status = 'in_progress')",
+                )
+                .bind(id)
+                .bind(i64::from(result.score))
+                .bind(tags.clone()),
                 Sql::new(
                     "UPDATE session_scores SET status = 'completed', score = $2, outcome = $3, \
                      failure_tags = $4, assessment = $5, tool_report = $6, completed_at = $7 \
@@ -201,11 +194,11 @@ impl Store {
                 .bind(id)
                 .bind(i64::from(result.score))
                 .bind(result.outcome.as_str())
-                .bind(serde_json::json!(result.failure_tags))
+                .bind(tags)
                 .bind(result.assessment.as_str())
                 .bind(result.tool_report.as_deref())
                 .bind(now()),
-            )
+            ])
             .await?;
         self.ended(id, n).await
     }
@@ -215,7 +208,13 @@ impl Store {
     pub async fn fail_score(&self, id: &str, error: &str) -> Result<SessionScore> {
         let n = self
             .db
-            .execute(
+            .execute_batch(vec![
+                Sql::new(
+                    "UPDATE alert_sessions SET score_status = 'failed' \
+                     WHERE id = (SELECT session_id FROM session_scores \
+                                 WHERE id = $1 AND status = 'in_progress')",
+                )
+                .bind(id),
                 Sql::new(
                     "UPDATE session_scores SET status = 'failed', error = $2, completed_at = $3 \
                      WHERE id = $1 AND status = 'in_progress'",
@@ -223,7 +222,7 @@ impl Store {
                 .bind(id)
                 .bind(error)
                 .bind(now()),
-            )
+            ])
             .await?;
         self.ended(id, n).await
     }
@@ -276,6 +275,30 @@ impl Store {
                 ))
                 .bind(session_id),
             )
+            .await
+    }
+
+    /// The session's attempt in progress, if one is.
+    pub async fn running_score(&self, session_id: &str) -> Result<Option<SessionScore>> {
+        self.db
+            .fetch_optional(
+                Sql::dynamic(format!(
+                    "SELECT {COLUMNS} FROM session_scores \
+                     WHERE session_id = $1 AND status = 'in_progress'"
+                ))
+                .bind(session_id),
+            )
+            .await
+    }
+
+    /// Every attempt in progress, oldest first: what a process that
+    /// starts again checks for attempts it left running.
+    pub async fn running_scores(&self) -> Result<Vec<SessionScore>> {
+        self.db
+            .fetch_all(Sql::dynamic(format!(
+                "SELECT {COLUMNS} FROM session_scores WHERE status = 'in_progress' \
+                 ORDER BY created_at, id"
+            )))
             .await
     }
 }

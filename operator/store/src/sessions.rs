@@ -14,7 +14,8 @@ const DEFAULT_PAGE: i64 = 20;
 const MAX_PAGE: i64 = 1000;
 
 const SUMMARY_COLUMNS: &str = "id, alert_type, chain_id, status, author, executive_summary, \
-     error_message, current_stage_index, pod_id, created_at, started_at, completed_at, deleted_at";
+     error_message, current_stage_index, pod_id, created_at, started_at, completed_at, deleted_at, \
+     score_status, score, score_failure_tags";
 
 impl Store {
     /// Creates a pending session with the caller's id. Creating an id that

@@ -1,7 +1,8 @@
 //! `tarsy investigate ALERT_FILE --config DIR`: one alert, in process, with
 //! live progress (stages, agents, iterations, tool calls) then the final
-//! analysis and executive summary, all on stdout — or one JSON object with
-//! `--json`. Logs go to stderr, so they never break into the display.
+//! analysis and executive summary — and, when the chain scores its
+//! sessions, the judge's score once it has it — all on stdout, or one JSON
+//! object with `--json`. Logs go to stderr, so they never break into the display.
 //! Exits non-zero unless the investigation completed.
 
 use std::collections::HashMap;
@@ -12,12 +13,12 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{Value, json};
 use tarsy_api::NewAlert;
-use tarsy_core::SessionStatus;
 use tarsy_core::recorder::session_channel;
+use tarsy_core::{ScoreStatus, SessionStatus};
 use tarsy_events::ClientMessage;
 use tarsy_exec::DEFAULT_LLM_ADDR;
 use tarsy_local::{LocalApp, LocalOptions};
-use tarsy_store::{Session, Store};
+use tarsy_store::{Session, SessionScore, Store};
 
 use crate::serve::load_config;
 
@@ -87,10 +88,20 @@ pub async fn run(args: InvestigateArgs, started: std::time::Instant) -> anyhow::
             return Err(e);
         }
     };
+    // The latest attempt, when the session was scored.
+    let score = match session.score {
+        Some(_) => app
+            .store()
+            .session_scores(&session.id)
+            .await
+            .ok()
+            .and_then(|a| a.into_iter().next()),
+        None => None,
+    };
     let report = if args.json {
-        serde_json::to_string_pretty(&json_report(app.store(), &session).await)?
+        serde_json::to_string_pretty(&json_report(app.store(), &session, score.as_ref()).await)?
     } else {
-        text_report(&session)
+        text_report(&session, score.as_ref())
     };
     app.shutdown().await;
     let mut out = std::io::stdout().lock();
@@ -125,49 +136,105 @@ async fn follow(
         progress.line(format!("warning: {w}"));
     }
     let mut conn = app.hub().connection();
-    let mut ended = false;
-    for msg in conn
+    let mut watch = Watch {
+        session_id: &session_id,
+        conn: &mut conn,
+        calls: &mut calls,
+        progress: &mut progress,
+        started,
+        ended: false,
+    };
+    for msg in watch
+        .conn
         .handle_client(ClientMessage::Subscribe {
             channel: session_channel(&session_id),
             last_event_id: None,
         })
         .await
     {
-        ended |= is_terminal_status(&msg);
-        progress.event(&msg).await;
-    }
-    // The terminal `session.status` event ends the wait; the slow poll only
-    // covers an event the subscription could have dropped (overflow).
-    let mut poll = tokio::time::interval(FALLBACK_POLL);
-    poll.tick().await;
-    while !ended {
-        tokio::select! {
-            item = conn.recv_bus() => {
-                if let Some(item) = item {
-                    for msg in conn.handle_bus(item).await {
-                        ended |= is_terminal_status(&msg);
-                        progress.event(&msg).await;
-                    }
-                }
-            }
-            notice = calls.recv() => {
-                if let Ok(n) = notice
-                    && n.session_id == session_id
-                {
-                    tracing::debug!(ms = ms(started), "LLM call");
-                    progress.llm_call(&n.execution_id).await;
-                }
-            }
-            _ = poll.tick() => {
-                ended = app.store().get_session(&session_id).await?.status.is_terminal();
-            }
+        watch.progress.event(&msg).await;
+        if is_terminal_status(&msg) {
+            watch.ended = true;
         }
     }
+    let store = app.store().clone();
+    let id = session_id.clone();
+    watch
+        .until(is_terminal_status, || async {
+            Ok(store.get_session(&id).await?.status.is_terminal())
+        })
+        .await?;
     // The driver may still be finishing its last writes; this returns as
-    // soon as it lets go of the session.
-    Ok(app
+    // soon as it lets go of the session (a judge, if any, has started).
+    let session = app
         .wait_for_terminal(&session_id, Duration::from_secs(30))
-        .await?)
+        .await?;
+    if session
+        .score
+        .as_ref()
+        .is_some_and(|s| s.status == ScoreStatus::InProgress)
+    {
+        watch.ended = false;
+        watch
+            .until(is_score_end, || async {
+                Ok(store
+                    .get_session(&id)
+                    .await?
+                    .score
+                    .is_none_or(|s| s.status != ScoreStatus::InProgress))
+            })
+            .await?;
+        return Ok(store.get_session(&session_id).await?);
+    }
+    Ok(session)
+}
+
+/// What `follow` shows while it waits.
+struct Watch<'a> {
+    session_id: &'a str,
+    conn: &'a mut tarsy_events::Connection,
+    calls: &'a mut tokio::sync::broadcast::Receiver<tarsy_exec::LlmCallNotice>,
+    progress: &'a mut Progress,
+    started: std::time::Instant,
+    ended: bool,
+}
+
+impl Watch<'_> {
+    /// Shows the session's events until one satisfies `ends`; `done` (the
+    /// store, read now and then) covers an event the subscription could
+    /// have dropped (overflow).
+    async fn until<F, Fut>(&mut self, ends: fn(&Value) -> bool, done: F) -> anyhow::Result<()>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<bool>>,
+    {
+        let mut poll = tokio::time::interval(FALLBACK_POLL);
+        poll.tick().await;
+        while !self.ended {
+            tokio::select! {
+                item = self.conn.recv_bus() => {
+                    if let Some(item) = item {
+                        for msg in self.conn.handle_bus(item).await {
+                            self.ended |= ends(&msg);
+                            self.progress.event(&msg).await;
+                        }
+                    }
+                }
+                notice = self.calls.recv() => {
+                    if let Ok(n) = notice
+                        && n.session_id == self.session_id
+                    {
+                        tracing::debug!(ms = ms(self.started), "LLM call");
+                        self.progress.llm_call(&n.execution_id).await;
+                    }
+                }
+                _ = poll.tick() => {
+                    self.ended = done().await?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Milliseconds since `started` (start-up phases in the debug log).
@@ -177,6 +244,12 @@ fn ms(started: std::time::Instant) -> f64 {
 
 /// How often the session is read while waiting for its terminal event.
 const FALLBACK_POLL: Duration = Duration::from_secs(2);
+
+/// A `session.score` event that ends an attempt.
+fn is_score_end(msg: &Value) -> bool {
+    msg.get("type").and_then(Value::as_str) == Some("session.score")
+        && msg.get("status").and_then(Value::as_str) != Some(ScoreStatus::InProgress.as_str())
+}
 
 /// A `session.status` event with a terminal status (the subscription is to
 /// this session's channel only).
@@ -271,6 +344,27 @@ impl Progress {
                     status => self.line(format!("  stage {index}: {name} {status}")),
                 }
             }
+            "session.score" => {
+                let tags = msg
+                    .get("failure_tags")
+                    .and_then(Value::as_array)
+                    .map(|t| {
+                        t.iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| "none".into());
+                match text("status") {
+                    "completed" => self.line(format!(
+                        "★ score {}/100 · failure tags: {tags}",
+                        msg.get("score").and_then(Value::as_u64).unwrap_or_default()
+                    )),
+                    "failed" => self.line("! the scoring attempt failed".into()),
+                    _ => {}
+                }
+            }
             "session.status" => {
                 let status = text("status");
                 if status != "pending" && status != "in_progress" {
@@ -347,7 +441,7 @@ impl Progress {
     }
 }
 
-fn text_report(session: &Session) -> String {
+fn text_report(session: &Session, score: Option<&SessionScore>) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "# Investigation {} — {}\n\n",
@@ -370,10 +464,42 @@ fn text_report(session: &Session) -> String {
             .map(str::trim)
             .unwrap_or("(none)"),
     );
+    if let Some(attempt) = score {
+        out.push_str("\n\n## Score\n\n");
+        out.push_str(&score_text(attempt));
+    }
     out
 }
 
-async fn json_report(store: &Store, session: &Session) -> Value {
+/// The judge's verdict as the report shows it: the score and tags, or why
+/// the attempt failed, then the tool report.
+fn score_text(attempt: &SessionScore) -> String {
+    match (attempt.status, attempt.score) {
+        (ScoreStatus::Completed, Some(score)) => {
+            let tags = if attempt.failure_tags.is_empty() {
+                "none".to_string()
+            } else {
+                attempt.failure_tags.join(", ")
+            };
+            let mut text = format!(
+                "**{score}/100** ({}) · failure tags: {tags}",
+                attempt.outcome.as_deref().unwrap_or("no verdict")
+            );
+            if let Some(report) = &attempt.tool_report {
+                text.push_str("\n\n");
+                text.push_str(report.trim());
+            }
+            text
+        }
+        (ScoreStatus::InProgress, _) => "(the judge is still at work)".into(),
+        _ => format!(
+            "(no score: {})",
+            attempt.error.as_deref().unwrap_or("the attempt failed")
+        ),
+    }
+}
+
+async fn json_report(store: &Store, session: &Session, score: Option<&SessionScore>) -> Value {
     let mut stages = Vec::new();
     if let Ok(list) = store.list_stages(&session.id).await {
         for stage in list {
@@ -432,6 +558,16 @@ async fn json_report(store: &Store, session: &Session) -> Value {
         "error": session.error_message,
         "stages": stages,
         "tool_calls": tool_calls,
+        "score": score.map(|a| json!({
+            "status": a.status,
+            "score": a.score,
+            "outcome": a.outcome,
+            "failure_tags": a.failure_tags,
+            "assessment": a.assessment,
+            "tool_report": a.tool_report,
+            "error": a.error,
+            "attempt": a.attempt,
+        })),
         "started_at": session.started_at,
         "completed_at": session.completed_at,
     })

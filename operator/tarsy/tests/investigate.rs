@@ -120,9 +120,14 @@ fn the_first_run_works_on_a_fresh_machine() {
         "▶ stage 2: root-cause",
         "⚙ RootCauseAgent calls kubernetes.resources_get",
         "■ session completed",
+        "▶ stage 3: Scoring",
+        "★ score 88/100 · failure tags: missed-available-tool",
         "## Executive summary",
         "## Final analysis",
         "CATALOG_PRELOAD=full",
+        "## Score",
+        "**88/100** (correct) · failure tags: missed-available-tool",
+        "MISSING TOOLS:",
     ] {
         match stdout[at..].find(expected) {
             Some(i) => at += i,
@@ -172,7 +177,29 @@ fn the_first_run_works_on_a_fresh_machine() {
             .unwrap()
             .contains("checkout-api")
     );
-    assert_eq!(report["stages"].as_array().unwrap().len(), 2);
+    // The chain scores its sessions: the judge's stage follows the two
+    // investigation stages, and the report waits for its score.
+    let stages: Vec<&str> = report["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["triage", "root-cause", "Scoring"]);
+    assert_eq!(report["score"]["status"], "completed", "{report:#}");
+    assert_eq!(report["score"]["score"], 88);
+    assert_eq!(report["score"]["outcome"], "correct");
+    assert_eq!(
+        report["score"]["failure_tags"],
+        serde_json::json!(["missed-available-tool"])
+    );
+    assert!(
+        report["score"]["tool_report"]
+            .as_str()
+            .unwrap()
+            .starts_with("MISSING TOOLS:"),
+        "{report:#}"
+    );
 
     // --quiet: the report alone.
     let out = run(&["--quiet"]);

@@ -714,6 +714,46 @@ async fn cancel_outcomes(store: Store) {
     assert_eq!(stage.status, ExecutionStatus::Cancelled);
 }
 
+async fn scoring_requests(store: Store) {
+    let app = TestApp::start(store.clone()).await;
+    let path = |id: &str| format!("/api/v1/sessions/{id}/score");
+    let (status, body) = app.post_json(&path("nope"), &json!({})).await;
+    assert_eq!((status, body["error"].as_str()), (404, Some("not_found")));
+
+    let running = app.submit().await;
+    let (status, body) = app.post_json(&path(&running), &json!({})).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["message"],
+        "session is pending: only a finished investigation is scored"
+    );
+
+    let done = app.submit().await;
+    complete(&store, &done).await;
+    let (status, body) = app.post_json(&path(&done), &json!({})).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["session_id"], done.as_str());
+    // While the judge works, another request is refused and the session
+    // says it is being scored.
+    let (status, body) = app.post_json(&path(&done), &json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        body["message"],
+        format!("session {done:?} is being scored already; wait for the score")
+    );
+    let (_, detail) = app.get(&format!("/api/v1/sessions/{done}")).await;
+    assert_eq!(
+        detail["score"],
+        json!({"status": "in_progress", "score": null, "failure_tags": []})
+    );
+    let (status, history) = app.get(&format!("/api/v1/sessions/{done}/scores")).await;
+    assert_eq!(status, 200);
+    assert_eq!(history["attempts"].as_array().unwrap().len(), 1);
+    assert_eq!(history["attempts"][0]["status"], "in_progress");
+    let (status, _) = app.get("/api/v1/sessions/nope/scores").await;
+    assert_eq!(status, 404);
+}
+
 async fn chat_lifecycle(store: Store) {
     let app = TestApp::start(store.clone()).await;
     let path = |id: &str| format!("/api/v1/sessions/{id}/chat/messages");
@@ -993,6 +1033,7 @@ on_both_backends!(
     timeline_is_ordered_and_404s,
     trace_levels,
     cancel_outcomes,
+    scoring_requests,
     chat_lifecycle,
     health_reports_database_mcp_and_warnings,
     health_shows_warnings_raised_through_the_store,

@@ -14,7 +14,7 @@ use futures::{FutureExt, SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tarsy_api::{
     AlertAccepted, Api, ApiConfig, CancelError, CancelOutcome, ChatAccepted, ChatError,
-    ChatSubmission, NewAlert, SessionControl, SubmitError,
+    ChatSubmission, NewAlert, ScoreAccepted, ScoreError, SessionControl, SubmitError,
 };
 use tarsy_config::{Config, Defaults, Named, Origin, chat_enabled};
 use tarsy_core::{ExecutionStatus, NoToolCatalog, SessionStatus};
@@ -323,6 +323,32 @@ impl SessionControl for FakeControl {
         )
         .await;
         Ok(accepted)
+    }
+
+    /// A judge that never ends: the attempt stays in progress, as while a
+    /// real judge works.
+    async fn rescore(&self, session_id: &str) -> Result<ScoreAccepted, ScoreError> {
+        let session = self.store.get_session(session_id).await.map_err(|e| {
+            if e.is_not_found() {
+                ScoreError::NotFound(session_id.to_string())
+            } else {
+                ScoreError::Internal(e.to_string())
+            }
+        })?;
+        if !session.status.is_terminal() {
+            return Err(ScoreError::NotFinished {
+                status: session.status,
+            });
+        }
+        match self.store.start_score_attempt(session_id, None, None).await {
+            Ok(_) => Ok(ScoreAccepted {
+                session_id: session_id.to_string(),
+            }),
+            Err(tarsy_store::StoreError::Conflict { .. }) => Err(ScoreError::Busy {
+                session_id: session_id.to_string(),
+            }),
+            Err(e) => Err(ScoreError::Internal(e.to_string())),
+        }
     }
 }
 

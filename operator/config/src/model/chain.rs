@@ -72,6 +72,11 @@ pub struct ChainSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat: Option<ChatSpec>,
 
+    /// A judge scoring each completed investigation (default: the Defaults
+    /// document's `scoring.enabled`, off unless set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scoring: Option<ScoringSpec>,
+
     /// Whole-session timeout, Go duration (default 15m); the session ends TimedOut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
@@ -202,6 +207,28 @@ pub struct SynthesisSpec {
     /// Strategy: synthesis, synthesis-native-thinking or single-call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration_strategy: Option<IterationStrategy>,
+}
+
+/// Scoring of a chain's investigations: after a session completes, a judge
+/// reads the whole investigation and scores it 0–100, with failure tags and
+/// a report of missing or hard-to-use tools. It runs after the session's
+/// outcome is final and never changes it.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ScoringSpec {
+    /// Whether completed sessions are scored (default: the Defaults
+    /// document's `scoring.enabled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Judge agent (default: the built-in scoring-agent). Its custom
+    /// instructions are added to the judge's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub agent: Option<String>,
+    /// LLMProvider of the judge (default: the chain's, then the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub llm_provider: Option<String>,
 }
 
 /// Follow-up chat settings.

@@ -23,7 +23,7 @@ pub use alert::{
     AlertSource, AlertSpec, McpSelectionSpec, McpServerSelectionSpec, NATIVE_TOOL_NAMES,
     NativeTools,
 };
-pub use chain::{ChainSpec, ChatSpec, StageAgentSpec, StageSpec, SynthesisSpec};
+pub use chain::{ChainSpec, ChatSpec, ScoringSpec, StageAgentSpec, StageSpec, SynthesisSpec};
 pub use common::{
     DURATION_RULE, DurationError, McpUnavailablePolicy, SecretKeyRef, format_duration,
     parse_duration,
