@@ -11,10 +11,14 @@
 //! - a chat question's records are stored here and the Alert asks the
 //!   operator for its `AgentExecution` of kind `chat`
 //!   ([`tarsy_crds::contract::CHAT_ANNOTATION`]); the operator runs its pod,
-//!   the runner answers.
+//!   the runner answers;
+//! - a re-score starts the attempt's records here and the Alert asks the
+//!   operator for the judge's `AgentExecution` of kind `scoring`
+//!   ([`tarsy_crds::contract::SCORE_ANNOTATION`]).
 //!
 //! One writer per record: the operator writes the session row and every
-//! AgentExecution; this crate writes Alerts and chat questions.
+//! AgentExecution; this crate writes Alerts, chat questions and the
+//! scoring attempts it starts.
 //!
 //! [`health::ClusterHealth`] is what `/health` reports besides the
 //! database: MCP servers' `lastHealth`, warnings (failed servers, open
@@ -31,6 +35,7 @@
 mod chat;
 pub mod health;
 pub mod objects;
+mod scoring;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -415,9 +420,7 @@ impl SessionControl for KubeSessionControl {
         chat::submit(self, submission).await
     }
 
-    async fn rescore(&self, _session_id: &str) -> Result<ScoreAccepted, ScoreError> {
-        Err(ScoreError::Unavailable(
-            "scoring does not run in a cluster yet".into(),
-        ))
+    async fn rescore(&self, session_id: &str) -> Result<ScoreAccepted, ScoreError> {
+        scoring::rescore(self, session_id).await
     }
 }

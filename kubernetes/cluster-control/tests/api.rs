@@ -268,6 +268,9 @@ async fn operator_part(client: Client, store: Store) {
                     .await
                     .ok()
                     .flatten();
+                let scoring = tarsy_controller::scoring_state(&store, &alert)
+                    .await
+                    .unwrap_or_default();
                 let out = reconcile_alert(&AlertInputs {
                     alert: &alert,
                     config: &config,
@@ -277,6 +280,7 @@ async fn operator_part(client: Client, store: Store) {
                     alert_masker: masker.as_ref(),
                     alert_ttl: None,
                     chat: chat.as_ref(),
+                    scoring: &scoring,
                     now: k8s_openapi::jiff::Timestamp::now(),
                 });
                 let finished = alert

@@ -20,7 +20,7 @@ use tarsy_chain::{
     ExecutionView, ExecutiveSummaryView, SessionView, StageView, StopReason, decide,
 };
 use tarsy_config::{Config, ResolveError};
-use tarsy_core::{ExecutionStatus, McpSelection, SessionStatus, StageKind};
+use tarsy_core::{ExecutionStatus, McpSelection, ScoreStatus, SessionStatus, StageKind};
 use tarsy_crds::contract::{ExecutionRequest, execution_for, execution_name};
 use tarsy_crds::{
     AgentExecution, Alert, AlertPhase, AlertStatus, ChatRequestSpec, MAX_STATUS_TEXT_CHARS,
@@ -28,9 +28,10 @@ use tarsy_crds::{
 };
 use tarsy_exec::intake::new_session;
 use tarsy_exec::plan::chain_plan;
+use tarsy_exec::scoring::Judgement;
 use tarsy_exec::workflow::{Effect, StageRecord, Workflow};
 use tarsy_masking::MaskingService;
-use tarsy_store::{ChatUserMessage, Session, SessionOutcome, Stage};
+use tarsy_store::{ChatUserMessage, ScoreBadge, Session, SessionOutcome, Stage};
 
 use crate::conditions;
 
@@ -92,6 +93,8 @@ pub struct AlertInputs<'a> {
     /// Postgres, [`tarsy_crds::contract::CHAT_ANNOTATION`] names its stage)
     /// whose AgentExecution does not exist yet.
     pub chat: Option<&'a ChatRequest>,
+    /// The session's scoring as Postgres has it (finished Alerts).
+    pub scoring: &'a ScoringState,
     /// The clock.
     pub now: Timestamp,
 }
@@ -105,6 +108,21 @@ pub struct ChatRequest {
     pub stage: Stage,
     /// The question.
     pub message: ChatUserMessage,
+}
+
+/// A finished session's scoring, as read from Postgres for a reconcile.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScoringState {
+    /// The session's score (`None`: never scored).
+    pub badge: Option<ScoreBadge>,
+    /// Why the latest attempt failed, when it did.
+    pub last_error: Option<String>,
+    /// The attempt in progress, if any: its records.
+    pub running: Option<Judgement>,
+    /// The running attempt's judge still has to be started: the Alert asks
+    /// for it ([`tarsy_crds::contract::SCORE_ANNOTATION`]), its stage is
+    /// pending and no AgentExecution runs it yet.
+    pub requested: bool,
 }
 
 /// The executive summary call, which runs outside the reconcile (a slow
@@ -143,6 +161,10 @@ pub struct AlertOutcome {
     /// The Alert finished longer ago than its TTL: delete it (keeping its
     /// session listed).
     pub expire: bool,
+    /// The session completed and its chain scores sessions: start a scoring
+    /// attempt (the IO layer writes its records and asks for its judge on
+    /// the Alert; a later reconcile creates the judge's AgentExecution).
+    pub score: Option<String>,
 }
 
 impl AlertOutcome {
@@ -168,6 +190,7 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
         if let Some(request) = inputs.chat {
             answer_chat(&mut out, inputs, request);
         }
+        follow_scoring(&mut out, inputs);
         expire_after_ttl(&mut out, inputs.alert_ttl, inputs.now);
         return out;
     }
@@ -410,6 +433,11 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
                     error,
                 } => {
                     finish_session(&mut out, status, final_analysis, error, generation, now);
+                    if status == SessionStatus::Completed
+                        && inputs.config.scoring_enabled(&chain.spec)
+                    {
+                        out.score = Some(uid.clone());
+                    }
                     return out;
                 }
             }
@@ -486,6 +514,142 @@ fn answer_chat(out: &mut AlertOutcome, inputs: &AlertInputs<'_>, request: &ChatR
         "ChatStarted",
         format!("answering a chat question (stage {index})"),
     );
+}
+
+/// A finished session's scoring: its judge's AgentExecution once asked
+/// for; an attempt whose judge stopped without recording its end closed;
+/// the score and the `Scored` condition in the status.
+fn follow_scoring(out: &mut AlertOutcome, inputs: &AlertInputs<'_>) {
+    let scoring = inputs.scoring;
+    let generation = inputs.alert.metadata.generation;
+    if let Some(judgement) = &scoring.running {
+        let judge_ae = inputs
+            .executions
+            .values()
+            .find(|ae| ae.spec.stage.id.as_deref() == Some(judgement.stage_id.as_str()));
+        match judge_ae {
+            None if scoring.requested => start_judge(out, inputs, judgement),
+            Some(ae)
+                if ae
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .is_some_and(|p| p.is_terminal()) =>
+            {
+                // The runner ends the attempt before it records the
+                // execution's end: an attempt still running means its pod
+                // died first.
+                let error = "the judge stopped before it recorded a score".to_string();
+                close_attempt(out, judgement, error);
+                return;
+            }
+            _ => {}
+        }
+    }
+    let Some(badge) = &scoring.badge else { return };
+    out.status.score = badge.score;
+    let (ok, reason, message) = match badge.status {
+        ScoreStatus::InProgress => (false, "Scoring", "the judge is at work".to_string()),
+        ScoreStatus::Completed => {
+            let tags = if badge.failure_tags.is_empty() {
+                "none".to_string()
+            } else {
+                badge.failure_tags.join(", ")
+            };
+            let score = badge.score.unwrap_or_default();
+            (
+                true,
+                "Scored",
+                format!("{score}/100 · failure tags: {tags}"),
+            )
+        }
+        ScoreStatus::Failed => (
+            false,
+            "ScoringFailed",
+            scoring
+                .last_error
+                .clone()
+                .unwrap_or_else(|| "the scoring attempt failed".into()),
+        ),
+    };
+    conditions::set(
+        &mut out.status.conditions,
+        conditions::SCORED,
+        ok,
+        reason,
+        message,
+        generation,
+        inputs.now,
+    );
+}
+
+/// The judge's AgentExecution, or, when no judge can be resolved any more
+/// (the chain gone), the attempt closed with the reason.
+fn start_judge(out: &mut AlertOutcome, inputs: &AlertInputs<'_>, judgement: &Judgement) {
+    let chain = inputs
+        .alert
+        .status
+        .as_ref()
+        .and_then(|s| s.chain.clone())
+        .unwrap_or_default();
+    let (judge, timeout) = match tarsy_exec::scoring::judge_of_chain(inputs.config, &chain) {
+        Ok(found) => found,
+        Err(e) => {
+            close_attempt(out, judgement, format!("the judge could not start: {e}"));
+            return;
+        }
+    };
+    let deadline = inputs
+        .now
+        .checked_add(SignedDuration::try_from(timeout).unwrap_or_default())
+        .ok()
+        .map(Time);
+    out.create.push(execution_for(
+        inputs.alert,
+        &chain,
+        ExecutionRequest {
+            stage: StageRef {
+                index: judgement.stage_index,
+                name: tarsy_exec::scoring::SCORING_STAGE_NAME.to_string(),
+                id: Some(judgement.stage_id.clone()),
+            },
+            agent_name: judge.agent_name.clone(),
+            display_name: judge.display_name.clone(),
+            agent_index: 1,
+            kind: tarsy_crds::ExecutionKind::Scoring,
+            resolved: ResolvedConfigSpec::from(&judge),
+            chat: None,
+            deadline,
+        },
+    ));
+    out.event(
+        false,
+        "ScoringStarted",
+        format!(
+            "a judge scores the investigation (stage {})",
+            judgement.stage_index
+        ),
+    );
+}
+
+/// Ends an attempt that cannot go on: its execution and stage failed, the
+/// attempt failed, all with the reason.
+fn close_attempt(out: &mut AlertOutcome, judgement: &Judgement, error: String) {
+    out.store.push(StoreOp::FailExecution {
+        execution_id: judgement.execution_id.clone(),
+        error: error.clone(),
+    });
+    out.store.push(StoreOp::FinishStage {
+        stage_id: judgement.stage_id.clone(),
+        status: ExecutionStatus::Failed,
+        error: Some(error.clone()),
+    });
+    out.store.push(StoreOp::FailScore {
+        session_id: judgement.session_id.clone(),
+        attempt_id: judgement.attempt_id.clone(),
+        error: error.clone(),
+    });
+    out.event(true, "ScoringFailed", error);
 }
 
 /// Longest question an AgentExecution carries (its schema bound); longer

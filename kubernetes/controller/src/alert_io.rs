@@ -16,14 +16,16 @@ use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Resource, ResourceExt};
 use tarsy_chain::{PendingSession, admit};
 use tarsy_config::Config;
-use tarsy_crds::contract::{CHAT_ANNOTATION, EXPIRED_ANNOTATION, owned_by};
+use tarsy_core::ScoreStatus;
+use tarsy_crds::contract::{CHAT_ANNOTATION, EXPIRED_ANNOTATION, SCORE_ANNOTATION, owned_by};
 use tarsy_crds::{AgentExecution, Alert, AlertPhase};
 use tarsy_exec::notify::Notice;
+use tarsy_exec::scoring::Judgement;
 use tarsy_exec::workflow::perform;
 use tarsy_store::StoreError;
 
 use crate::alert::{
-    AlertInputs, ChatRequest, StoreOp, SummaryProgress, reconcile_alert, stop_value,
+    AlertInputs, ChatRequest, ScoringState, StoreOp, SummaryProgress, reconcile_alert, stop_value,
 };
 use crate::context::{Context, key_of};
 use crate::error::Error;
@@ -120,6 +122,7 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         .collect();
     let summary = ctx.summaries.progress(&uid);
     let chat = chat_request(&ctx.store, &alert, &executions).await?;
+    let scoring = scoring_state(&ctx.store, &alert).await?;
 
     // Only a Pending alert competes for a slot: its admission decision and
     // the writes that start it hold the lock so that concurrent reconciles
@@ -146,6 +149,7 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         alert_masker: ctx.alert_masker.as_ref(),
         alert_ttl: ctx.settings.alert_ttl,
         chat: chat.as_ref(),
+        scoring: &scoring,
         now: Timestamp::now(),
     });
     if out.expire {
@@ -196,7 +200,11 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         ctx.summaries.forget(&uid);
     }
     if let Some(request) = out.summarize {
-        ctx.summaries.start(config, request);
+        ctx.summaries.start(config.clone(), request);
+    }
+    if let Some(session_id) = &out.score {
+        let chain = out.status.chain.as_deref().unwrap_or_default();
+        request_scoring(ctx, &api, &name, &config, chain, session_id).await;
     }
     if out.status.phase.is_some_and(|p| p.is_terminal()) {
         ctx.admitted.lock().await.remove(&uid);
@@ -254,6 +262,107 @@ pub async fn chat_request(
         stage,
         message,
     }))
+}
+
+/// The session's scoring, for a finished Alert: its score, the attempt in
+/// progress (with its records), whether the Alert asks for that attempt's
+/// judge ([`SCORE_ANNOTATION`]) while its stage has not started, and why
+/// the latest attempt failed.
+pub async fn scoring_state(
+    store: &tarsy_store::Store,
+    alert: &Alert,
+) -> Result<ScoringState, StoreError> {
+    let terminal = alert
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .is_some_and(|p| p.is_terminal());
+    let Some(uid) = alert.uid().filter(|_| terminal) else {
+        return Ok(ScoringState::default());
+    };
+    let badge = match store.get_session(&uid).await {
+        Ok(session) => session.score,
+        Err(StoreError::NotFound { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let Some(badge) = badge else {
+        return Ok(ScoringState::default());
+    };
+    let mut state = ScoringState {
+        badge: Some(badge.clone()),
+        ..ScoringState::default()
+    };
+    if badge.status == ScoreStatus::Failed {
+        state.last_error = store
+            .session_scores(&uid)
+            .await?
+            .into_iter()
+            .next()
+            .and_then(|a| a.error);
+    }
+    if let Some(attempt) = store.running_score(&uid).await? {
+        match Judgement::of_attempt(store, &attempt).await {
+            Ok(judgement) => {
+                let asked = alert.annotations().get(SCORE_ANNOTATION) == Some(&judgement.stage_id);
+                state.requested = asked
+                    && store
+                        .get_stage(&judgement.stage_id)
+                        .await
+                        .is_ok_and(|s| s.status == tarsy_core::ExecutionStatus::Pending);
+                state.running = Some(judgement);
+            }
+            Err(e) => {
+                tracing::warn!(session_id = %uid, error = %e, "a running scoring attempt's records are unreadable")
+            }
+        }
+    }
+    Ok(state)
+}
+
+/// Starts the scoring of a session that just completed: the attempt and its
+/// records, then the Alert asks for its judge ([`SCORE_ANNOTATION`]; the
+/// next reconcile creates the AgentExecution). An attempt already running
+/// (this was asked before and the annotation was not written) is asked for
+/// again. Fail-open: a failure is logged, the session is untouched.
+async fn request_scoring(
+    ctx: &Context,
+    api: &Api<Alert>,
+    alert_name: &str,
+    config: &Config,
+    chain: &str,
+    session_id: &str,
+) {
+    let started = async {
+        let (judge, _) =
+            tarsy_exec::scoring::judge_of_chain(config, chain).map_err(|e| e.to_string())?;
+        let judgement =
+            match Judgement::start(&ctx.store, &ctx.publisher, session_id, &judge, None).await {
+                Ok(j) => j,
+                Err(tarsy_exec::ExecError::Store(StoreError::Conflict { .. })) => {
+                    let attempt = ctx
+                        .store
+                        .running_score(session_id)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .ok_or("the running attempt ended meanwhile")?;
+                    Judgement::of_attempt(&ctx.store, &attempt)
+                        .await
+                        .map_err(|e| e.to_string())?
+                }
+                Err(e) => return Err(e.to_string()),
+            };
+        let patch = serde_json::json!({
+            "metadata": {"annotations": {SCORE_ANNOTATION: judgement.stage_id}}
+        });
+        api.patch(alert_name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| format!("asking for the judge on the Alert: {e}"))?;
+        Ok::<_, String>(())
+    }
+    .await;
+    if let Err(e) = started {
+        tracing::warn!(%session_id, error = %e, "the session is not scored");
+    }
 }
 
 /// Sends the Slack notice of a session that ended (or started, when

@@ -12,6 +12,9 @@ pub const CHAIN_RESOLVED: &str = "ChainResolved";
 pub const ADMITTED: &str = "Admitted";
 /// Alert condition: an agent ran without some of its MCP servers.
 pub const DEGRADED: &str = "Degraded";
+/// Alert condition: the judge scored the investigation (false while it is
+/// at work, or when its latest attempt failed).
+pub const SCORED: &str = "Scored";
 /// AgentExecution condition: its pod exists and runs.
 pub const POD_READY: &str = "PodReady";
 

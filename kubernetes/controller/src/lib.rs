@@ -27,7 +27,7 @@
 pub mod alert;
 mod alert_io;
 
-pub use alert_io::chat_request;
+pub use alert_io::{chat_request, scoring_state};
 pub mod conditions;
 mod config_ready;
 mod context;

@@ -12,8 +12,8 @@ use kube::api::ObjectMeta;
 use tarsy_chain::StopReason;
 use tarsy_config::{Config, Defaults};
 use tarsy_controller::alert::{
-    AlertInputs, AlertOutcome, STOP_ANNOTATION, StoreOp, SummaryProgress, SummaryRequest,
-    reconcile_alert,
+    AlertInputs, AlertOutcome, STOP_ANNOTATION, ScoringState, StoreOp, SummaryProgress,
+    SummaryRequest, reconcile_alert,
 };
 use tarsy_controller::conditions;
 use tarsy_core::SessionStatus;
@@ -81,6 +81,7 @@ struct World {
     config: Config,
     executions: BTreeMap<String, AgentExecution>,
     summary: SummaryProgress,
+    scoring: ScoringState,
     now: Timestamp,
 }
 
@@ -91,6 +92,7 @@ impl World {
             config: config(chains),
             executions: BTreeMap::new(),
             summary: SummaryProgress::Idle,
+            scoring: ScoringState::default(),
             now: Timestamp::from_second(1_800_000_000).unwrap(),
         }
     }
@@ -105,6 +107,7 @@ impl World {
             alert_masker: None,
             alert_ttl: None,
             chat: None,
+            scoring: &self.scoring,
             now: self.now,
         });
         for ae in &out.create {
@@ -587,6 +590,7 @@ fn a_finished_alert_expires_after_its_ttl() {
             alert_masker: None,
             alert_ttl: ttl,
             chat: None,
+            scoring: &Default::default(),
             now,
         })
     };
@@ -696,6 +700,7 @@ fn a_chat_question_on_a_finished_alert_gets_its_execution_from_the_operator() {
             alert_masker: None,
             alert_ttl: None,
             chat: Some(&request),
+            scoring: &Default::default(),
             now,
         })
     };
@@ -725,4 +730,160 @@ fn a_chat_question_on_a_finished_alert_gets_its_execution_from_the_operator() {
             if stage_id == &request.stage.id && e.contains("not enabled")
     )), "{:?}", out.store);
     assert!(out.events.iter().any(|e| e.reason == "ChatNotStarted"));
+}
+
+/// Runs a one-stage chain (`extra` added to its spec) to its end: the last
+/// step's outcome.
+fn run_to_completion(extra: &str) -> (World, AlertOutcome) {
+    let c = chain(
+        "one",
+        &format!("alertTypes: [PodCrash]\nstages: [{{name: s, agent: KubernetesAgent}}]\n{extra}"),
+    );
+    let mut w = World::new(alert("PodCrash"), &[c]);
+    w.step(true);
+    w.finish(
+        "crash-s1-kubernetesagent",
+        ExecutionPhase::Completed,
+        "disk full",
+    );
+    w.step(true);
+    w.summary = SummaryProgress::Done(Ok("summary".into()));
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Completed);
+    (w, out)
+}
+
+fn judgement() -> tarsy_exec::scoring::Judgement {
+    tarsy_exec::scoring::Judgement {
+        session_id: UID.into(),
+        attempt_id: "attempt-1".into(),
+        stage_id: format!("{UID}-s2"),
+        stage_index: 2,
+        execution_id: format!("{UID}-s2-e1"),
+    }
+}
+
+fn scored(w: &World) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    w.alert
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::SCORED)
+}
+
+#[test]
+fn a_completed_session_of_a_scoring_chain_is_scored_by_a_judge_pod() {
+    // Without scoring on, nothing is asked for.
+    let (_, out) = run_to_completion("");
+    assert_eq!(out.score, None);
+
+    let (mut w, out) = run_to_completion("scoring: {enabled: true}");
+    assert_eq!(
+        out.score.as_deref(),
+        Some(UID),
+        "the IO layer starts the attempt"
+    );
+    // The attempt exists and the Alert asks for its judge: one
+    // AgentExecution of kind scoring, in the judge's stage.
+    w.scoring = ScoringState {
+        badge: Some(tarsy_store::ScoreBadge {
+            status: tarsy_core::ScoreStatus::InProgress,
+            score: None,
+            failure_tags: vec![],
+        }),
+        running: Some(judgement()),
+        requested: true,
+        ..ScoringState::default()
+    };
+    let out = w.step(true);
+    assert_eq!(out.create.len(), 1, "{out:?}");
+    let ae = &out.create[0];
+    assert_eq!(ae.spec.kind, tarsy_crds::ExecutionKind::Scoring);
+    assert_eq!(
+        ae.spec.stage.id.as_deref(),
+        Some(judgement().stage_id.as_str())
+    );
+    assert_eq!(ae.spec.stage.name, "Scoring");
+    assert_eq!(ae.spec.display_name, "ScoringAgent");
+    assert!(
+        ae.spec.resolved.mcp_servers.is_empty(),
+        "a judge is tool-less"
+    );
+    assert_eq!(w.phase(), AlertPhase::Completed, "the session is untouched");
+    assert_eq!(scored(&w).unwrap().status, "False");
+    assert_eq!(scored(&w).unwrap().reason, "Scoring");
+    // Once it exists, it is not created again.
+    w.scoring.requested = false;
+    assert!(w.step(true).create.is_empty());
+
+    // Scored: the score in the status, the tags in the condition.
+    w.scoring = ScoringState {
+        badge: Some(tarsy_store::ScoreBadge {
+            status: tarsy_core::ScoreStatus::Completed,
+            score: Some(88),
+            failure_tags: vec!["missed-available-tool".into()],
+        }),
+        ..ScoringState::default()
+    };
+    w.step(true);
+    assert_eq!(w.alert.status.as_ref().unwrap().score, Some(88));
+    let cond = scored(&w).unwrap();
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("True", "Scored")
+    );
+    assert_eq!(cond.message, "88/100 · failure tags: missed-available-tool");
+
+    // A failed re-score keeps the score and says why.
+    w.scoring.badge.as_mut().unwrap().status = tarsy_core::ScoreStatus::Failed;
+    w.scoring.last_error = Some("the judge gave no score".into());
+    w.step(true);
+    assert_eq!(w.alert.status.as_ref().unwrap().score, Some(88));
+    let cond = scored(&w).unwrap();
+    assert_eq!(
+        (
+            cond.status.as_str(),
+            cond.reason.as_str(),
+            cond.message.as_str()
+        ),
+        ("False", "ScoringFailed", "the judge gave no score")
+    );
+}
+
+#[test]
+fn a_judge_whose_pod_died_does_not_keep_its_attempt_running() {
+    let (mut w, _) = run_to_completion("scoring: {enabled: true}");
+    w.scoring = ScoringState {
+        running: Some(judgement()),
+        requested: true,
+        ..ScoringState::default()
+    };
+    let out = w.step(true);
+    let name = out.create[0].metadata.name.clone().unwrap();
+    w.scoring.requested = false;
+    // The pod ended without the runner recording the judge's answer.
+    w.finish(&name, ExecutionPhase::Failed, "");
+    let out = w.step(true);
+    let error = "the judge stopped before it recorded a score".to_string();
+    assert!(
+        out.store.contains(&StoreOp::FailScore {
+            session_id: UID.into(),
+            attempt_id: "attempt-1".into(),
+            error: error.clone(),
+        }),
+        "{:?}",
+        out.store
+    );
+    assert!(out.store.contains(&StoreOp::FinishStage {
+        stage_id: judgement().stage_id,
+        status: tarsy_core::ExecutionStatus::Failed,
+        error: Some(error),
+    }));
+    assert!(
+        out.events
+            .iter()
+            .any(|e| e.warning && e.reason == "ScoringFailed")
+    );
+    assert_eq!(w.phase(), AlertPhase::Completed);
 }

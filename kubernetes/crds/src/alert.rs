@@ -42,6 +42,12 @@ use crate::common::ExecutionPhase;
         description = "Current stage"
     ),
     printcolumn(
+        name = "Score",
+        type_ = "integer",
+        json_path = ".status.score",
+        description = "The judge's score, 0-100"
+    ),
+    printcolumn(
         name = "Chain",
         type_ = "string",
         json_path = ".status.chain",
@@ -165,6 +171,12 @@ pub struct AlertStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16384))]
     pub error: Option<String>,
+    /// The judge's score of the investigation, 0–100 (the latest completed
+    /// scoring attempt; the `Scored` condition says where the latest stands
+    /// and gives the failure tags).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 100))]
+    pub score: Option<u8>,
     /// When the session started running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
@@ -172,7 +184,8 @@ pub struct AlertStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<Time>,
     /// Standard conditions (`Ready`: the investigation finished successfully;
-    /// `ChainResolved`: a chain was found).
+    /// `ChainResolved`: a chain was found; `Scored`: the judge scored it, or
+    /// why not yet).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

@@ -31,6 +31,13 @@ pub const EXPIRED_ANNOTATION: &str = "tarsy.dev/expired";
 /// operator alone writes AgentExecutions.
 pub const CHAT_ANNOTATION: &str = "tarsy.dev/chat-stage";
 
+/// Annotation set on a finished Alert to ask for a scoring run: the id of
+/// the judge's stage (in Postgres) whose AgentExecution the operator is to
+/// create. Whoever starts the attempt (the API for a re-score, the operator
+/// when a session completes) writes its records; the operator alone writes
+/// AgentExecutions.
+pub const SCORE_ANNOTATION: &str = "tarsy.dev/score-stage";
+
 /// Label: name of the Alert an execution or pod belongs to.
 pub const LABEL_ALERT: &str = "tarsy.dev/alert";
 /// Label: name of the AgentExecution a pod runs.

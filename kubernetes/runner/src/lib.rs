@@ -42,6 +42,7 @@ use tarsy_crds::{AgentExecution, ExecutionPhase, LLMProvider, MCPServer};
 use tarsy_engine::ExecutionResult;
 use tarsy_exec::chat::Answer;
 use tarsy_exec::runbook::runbook_source;
+use tarsy_exec::scoring::Judgement;
 use tarsy_exec::{AgentInput, Assignment, Launcher, LlmRouter, context, ids};
 use tarsy_mcp::McpClientFactory;
 use tarsy_store::Store;
@@ -200,7 +201,38 @@ pub async fn run(
         changed: changed.clone(),
     });
     let answer = chat_of(&ae).map(|c| Answer::new(&spec.session_id, &c.chat_id, spec.stage.index));
+    // A judge's attempt, found by its execution (the operator or the API
+    // started it); none means there is nothing to score any more.
+    let judgement = match spec.kind {
+        ExecutionKind::Scoring => {
+            Judgement::of_execution(&store, &spec.session_id, spec.stage.index, &execution_id)
+                .await
+                .map(Some)
+        }
+        _ => Ok(None),
+    };
 
+    let judgement = match judgement {
+        Ok(j) => j,
+        Err(e) => {
+            let result = failed(format!("cannot find the scoring attempt: {e}"));
+            return end
+                .finish(
+                    &store,
+                    &publisher,
+                    Closes::default(),
+                    result,
+                    None,
+                    Duration::ZERO,
+                    Vec::new(),
+                )
+                .await;
+        }
+    };
+    let closes = Closes {
+        answer: answer.as_ref(),
+        judgement: judgement.as_ref(),
+    };
     let prepared = match prepare(&options, &ae, &providers.items, &servers.items) {
         Ok(p) => p,
         Err(e) => {
@@ -209,7 +241,7 @@ pub async fn run(
                 .finish(
                     &store,
                     &publisher,
-                    answer.as_ref(),
+                    closes,
                     result,
                     None,
                     Duration::ZERO,
@@ -257,7 +289,7 @@ pub async fn run(
         )),
     };
     let deadline = deadline_of(spec.deadline.as_ref(), prepared.defaults.session_timeout);
-    let launched = match input(&store, &publisher, &ae, answer.as_ref()).await {
+    let launched = match input(&store, &publisher, &ae, closes).await {
         Ok((session, input)) => {
             let assignment = Assignment::new(
                 &session,
@@ -314,7 +346,7 @@ pub async fn run(
     end.finish(
         &store,
         &publisher,
-        answer.as_ref(),
+        closes,
         result,
         first,
         launched.mcp_init,
@@ -334,11 +366,11 @@ async fn input(
     store: &Store,
     publisher: &Arc<dyn EventPublisher>,
     ae: &AgentExecution,
-    answer: Option<&Answer>,
+    closes: Closes<'_>,
 ) -> Result<(tarsy_store::Session, AgentInput), tarsy_exec::ExecError> {
     let spec = &ae.spec;
     let session = store.get_session(&spec.session_id).await?;
-    let input = match (spec.kind, answer, &spec.chat) {
+    let input = match (spec.kind, closes.answer, &spec.chat) {
         (ExecutionKind::Chat, Some(answer), Some(chat)) => {
             answer
                 .begin(
@@ -354,11 +386,14 @@ async fn input(
                 "a chat execution without spec.chat".into(),
             ));
         }
-        (ExecutionKind::Scoring, _, _) => {
-            return Err(tarsy_exec::ExecError::Invalid(
-                "scoring executions do not run in a cluster yet".into(),
-            ));
-        }
+        (ExecutionKind::Scoring, _, _) => match closes.judgement {
+            Some(judgement) => judgement.begin(store, publisher).await?,
+            None => {
+                return Err(tarsy_exec::ExecError::Invalid(
+                    "a scoring execution without its attempt".into(),
+                ));
+            }
+        },
         (ExecutionKind::Synthesis, _, _) => {
             context::stage_input(
                 store,
@@ -405,6 +440,16 @@ async fn stop_request(api: &Api<AgentExecution>, name: &str) -> Option<String> {
 }
 
 /// The chat request of a chat execution.
+/// What an execution's end also ends, besides the execution: a chat
+/// answer's stage, a judge's stage and attempt.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Closes<'a> {
+    /// The chat answer this execution gives.
+    pub(crate) answer: Option<&'a Answer>,
+    /// The scoring attempt this execution judges.
+    pub(crate) judgement: Option<&'a Judgement>,
+}
+
 fn chat_of(ae: &AgentExecution) -> Option<&tarsy_crds::ChatRequestSpec> {
     ae.spec
         .chat

@@ -23,7 +23,6 @@ use tokio_util::sync::CancellationToken;
 
 use tarsy_core::ExecutionStatus;
 use tarsy_engine::ExecutionResult;
-use tarsy_exec::chat::Answer;
 use tarsy_exec::context;
 
 use crate::RunReport;
@@ -254,13 +253,15 @@ impl Ending<'_> {
     }
 
     /// Records `result` in Postgres (retried), then in the status; a chat
-    /// answer's stage ends with it.
+    /// answer's stage ends with it, and a judge's attempt (before the
+    /// status: an execution shown ended with its attempt still running
+    /// means the judge died, and the operator closes it).
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn finish(
         &self,
         store: &Store,
         publisher: &Arc<dyn EventPublisher>,
-        answer: Option<&Answer>,
+        closes: crate::Closes<'_>,
         result: ExecutionResult,
         first_llm_request: Option<Duration>,
         mcp_init: Duration,
@@ -293,6 +294,13 @@ impl Ending<'_> {
                 }
             }
         }
+        if let Some(judgement) = closes.judgement {
+            let mut judged = result.clone();
+            judged.final_analysis = final_analysis.clone();
+            if let Err(e) = judgement.end(store, publisher, &judged).await {
+                tracing::warn!(error = %e, "cannot record the judge's answer");
+            }
+        }
         let mut status = status_view::terminal_status(
             execution_id,
             &TerminalOutcome {
@@ -308,7 +316,7 @@ impl Ending<'_> {
         );
         status.mcp_servers = mcp_servers;
         let written = self.writer.write_terminal(&status).await;
-        if let Some(answer) = answer {
+        if let Some(answer) = closes.answer {
             answer
                 .end(store, publisher, result.status, result.error.as_deref())
                 .await;

@@ -89,6 +89,17 @@ pub enum StoreOp {
         /// How it ended.
         outcome: SessionOutcome,
     },
+    /// End a scoring attempt whose judge stopped without recording its end
+    /// (its pod died): failed, with the reason. One that has ended already
+    /// is left as it is.
+    FailScore {
+        /// The session scored.
+        session_id: String,
+        /// The attempt.
+        attempt_id: String,
+        /// Why.
+        error: String,
+    },
 }
 
 /// One execution of a started stage.
@@ -561,6 +572,25 @@ pub async fn perform(
                 Err(e) => return Err(e),
             }
         }
+        StoreOp::FailScore {
+            session_id,
+            attempt_id,
+            error,
+        } => match store.fail_score(attempt_id, error).await {
+            Ok(attempt) => {
+                lifecycle::publish_session_score(
+                    publisher,
+                    session_id,
+                    attempt_id,
+                    attempt.status,
+                    attempt.score,
+                    &attempt.failure_tags,
+                )
+                .await
+            }
+            Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
+            Err(e) => return Err(e),
+        },
     }
     Ok(())
 }

@@ -8,8 +8,10 @@
 //! forced to conclude at its iteration limit) with a `synthesis`, replicas
 //! (written `agents: [{name: X}]` + `replicas: N`) with a
 //! `synthesis-native-thinking`, a final agent with Google Search grounding,
-//! the executive summary and two chat turns (the second calls a tool). The
-//! alert names a runbook served by a local HTTP server.
+//! the executive summary, the judge's score, two chat turns (the second
+//! calls a tool), then a re-score whose judge gives no score (a failed
+//! attempt) while a second re-score is refused. The alert names a runbook
+//! served by a local HTTP server.
 //!
 //! Both modes must produce the same stage list with kinds, the same per-agent
 //! timeline event types in the same order, the same LLM and MCP interaction
@@ -31,7 +33,8 @@ use std::time::Duration;
 use common::{Controller, ControllerConfig, apply_yaml, poll};
 use kube::api::Api;
 use serde_json::{Value, json};
-use tarsy_core::control::{ChatSubmission, NewAlert, SessionControl};
+use tarsy_core::ScoreStatus;
+use tarsy_core::control::{ChatSubmission, NewAlert, ScoreError, SessionControl};
 use tarsy_crds::{Alert, AlertPhase};
 use tarsy_scripted_llm::{ScriptedChunk, ScriptedLlm, ScriptedLlmServer, ScriptedResponse};
 use tarsy_store::Store;
@@ -106,7 +109,14 @@ spec:
     synthesis: {agent: synth-two, iterationStrategy: synthesis-native-thinking}
   - name: final
     agent: delta
+  scoring: {enabled: true}
 "#;
+
+/// The judge's first answer (a score) and its tool report.
+const ASSESSMENT: &str = "## Outcome\nCorrect: the 256Mi limit explains the OOM kills.\n\n\
+                          VERDICT: correct\nFAILURE TAGS: incomplete-evidence\nSCORE: 81";
+const TOOL_REPORT: &str = "MISSING TOOLS:\n- memory history: how the working set grew\n\n\
+                           HARD TO USE:\n- none";
 
 /// Routing keys: each agent's instructions name it; the summarization and
 /// executive-summary prompts open with these words.
@@ -194,8 +204,44 @@ fn script() -> ScriptedLlm {
     .push_route(
         "ChatAgent",
         ScriptedResponse::text("CHAT-2: set it to 512Mi."),
-    );
+    )
+    .push_route("ScoringAgent", ScriptedResponse::text(ASSESSMENT))
+    .push_route("ScoringAgent", ScriptedResponse::text(TOOL_REPORT))
+    // The re-score: an answer without a score, slow enough for a second
+    // request to find it running.
+    .push_route(
+        "ScoringAgent",
+        ScriptedResponse::text("It all looks reasonable.")
+            .with_chunk_delay(Duration::from_millis(500)),
+    )
+    .push_route("ScoringAgent", ScriptedResponse::text(TOOL_REPORT));
     s
+}
+
+/// Waits until the session has `attempts` scoring attempts, all ended.
+async fn scored(store: &Store, session_id: &str, attempts: usize, secs: u64) {
+    poll(secs, async || {
+        let all = store.session_scores(session_id).await.ok()?;
+        (all.len() == attempts && all.iter().all(|a| a.status != ScoreStatus::InProgress))
+            .then_some(())
+    })
+    .await
+    .unwrap_or_else(|()| panic!("scoring attempt {attempts} did not end within {secs}s"));
+}
+
+/// A re-score is accepted, and a second one refused while the judge works;
+/// then waits for it.
+async fn rescore(control: &dyn SessionControl, store: &Store, session_id: &str, secs: u64) {
+    control
+        .rescore(session_id)
+        .await
+        .unwrap_or_else(|e| panic!("re-score: {e}"));
+    let busy = control.rescore(session_id).await;
+    assert!(
+        matches!(busy, Err(ScoreError::Busy { .. })),
+        "a second re-score while the judge works: {busy:?}"
+    );
+    scored(store, session_id, 2, secs).await;
 }
 
 /// Serves the runbook over HTTP on `addr` until the test ends.
@@ -397,6 +443,23 @@ async fn shape(store: &Store, session_id: &str) -> Shape {
             "executions": executions,
         }));
     }
+    let scores: Vec<Value> = store
+        .session_scores(session_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| {
+            json!({
+                "attempt": a.attempt,
+                "status": a.status.as_str(),
+                "score": a.score,
+                "outcome": a.outcome,
+                "failure_tags": a.failure_tags,
+                "tool_report": a.tool_report,
+                "error": a.error,
+            })
+        })
+        .collect();
     let session_events: Vec<String> = timeline
         .iter()
         .filter(|t| t.scope.execution_id.is_none())
@@ -409,6 +472,8 @@ async fn shape(store: &Store, session_id: &str) -> Shape {
             "executive_summary": session.executive_summary,
             "stages": stages,
             "session_events": session_events,
+            "scores": scores,
+            "score": session.score,
             "session_llm_interactions": trace
                 .session_interactions
                 .iter()
@@ -442,7 +507,9 @@ async fn local_run(world: &World) -> Shape {
         .await
         .unwrap();
     assert_eq!(session.status.as_str(), "completed", "{session:?}");
+    scored(app.store(), &session.id, 1, 60).await;
     chat(control.as_ref(), app.store(), &session.id, 120).await;
+    rescore(control.as_ref(), app.store(), &session.id, 60).await;
     let shape = shape(app.store(), &session.id).await;
     assert_eq!(
         llm.script().remaining(),
@@ -536,7 +603,9 @@ async fn cluster_run(world: &World) -> Shape {
     })
     .await
     .unwrap_or_else(|()| panic!("the session row did not end"));
+    scored(&store, &session_id, 1, 180).await;
     chat(&control, &store, &session_id, 180).await;
+    rescore(&control, &store, &session_id, 180).await;
     let shape = shape(&store, &session_id).await;
     assert_eq!(
         llm.script().remaining(),
@@ -573,10 +642,41 @@ async fn local_and_cluster_mode_run_the_same_investigation() {
             ("replicas", "investigation"),
             ("replicas - Synthesis", "synthesis"),
             ("final", "investigation"),
+            ("Scoring", "scoring"),
             ("Chat Response", "chat"),
             ("Chat Response", "chat"),
+            ("Scoring", "scoring"),
         ],
         "{doc:#}"
+    );
+    // The judge scored the investigation; the re-score's answer had no
+    // score: a failed attempt that says why, the first score kept.
+    assert_eq!(
+        doc["scores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| (
+                a["attempt"].as_u64().unwrap(),
+                a["status"].as_str().unwrap()
+            ))
+            .collect::<Vec<_>>(),
+        [(2, "failed"), (1, "completed")],
+        "{doc:#}"
+    );
+    assert_eq!(doc["scores"][1]["score"], 81);
+    assert_eq!(
+        doc["scores"][1]["failure_tags"],
+        json!(["incomplete-evidence"])
+    );
+    assert_eq!(doc["scores"][1]["tool_report"], TOOL_REPORT);
+    assert_eq!(
+        doc["scores"][0]["error"],
+        "the judge gave no score (expected a line `SCORE: <0-100>`)"
+    );
+    assert_eq!(
+        doc["score"],
+        json!({"status": "failed", "score": 81, "failure_tags": ["incomplete-evidence"]})
     );
     let bravo = &doc["stages"][0]["executions"][1];
     assert_eq!(bravo["strategy"], "react");
