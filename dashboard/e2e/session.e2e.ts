@@ -32,8 +32,6 @@ describe('sessions list', () => {
     // It finishes while the page stays open.
     await expect.poll(() => row.locator('.badge').textContent(), { timeout: 30_000 }).toBe('completed');
     await expect.poll(() => row.locator('td').nth(6).textContent()).toBe('3/3');
-    const shot = screenshotPath('sessions');
-    if (shot) await page.screenshot({ path: shot });
 
     // Filters narrow the list (and live in the URL).
     await page.getByLabel('Alert type', { exact: true }).selectOption('DashSlow');
@@ -237,6 +235,46 @@ describe('session page', () => {
     await page.getByText('There is no session no-such-session.').waitFor();
     await page.goto(`${tarsy.url}/ui/no/such/page`);
     await page.getByRole('heading', { name: 'Not found' }).waitFor();
+    await page.context().close();
+  });
+});
+
+describe('scoring', () => {
+  it('shows the judge\'s score live in the list, on the session and on its scoring page, and re-scores', async () => {
+    const { page, problems } = await newPage(browser);
+    await page.goto(`${tarsy.url}/ui/`);
+    await page.getByRole('heading', { name: 'Sessions' }).waitFor();
+    const id = await tarsy.submit('DashScored');
+    const row = page.locator(`tr[data-session-id="${id}"]`);
+    await row.waitFor({ timeout: 10_000 });
+    // The score arrives after the session completed, without a reload.
+    await expect.poll(() => row.locator('.score-badge').textContent(), { timeout: 30_000 }).toBe('72/100');
+    expect(await row.locator('.failure-tag').allTextContents()).toEqual(['incomplete-evidence']);
+    expect(await row.locator('.badge').textContent()).toBe('completed');
+    const list = screenshotPath('sessions');
+    if (list) await page.screenshot({ path: list });
+
+    await row.getByRole('link', { name: 'DashScored' }).click();
+    const card = page.getByRole('region', { name: 'Score' });
+    await card.waitFor();
+    expect(await card.locator('.score-badge').textContent()).toBe('72/100');
+    await page.getByRole('link', { name: 'Scoring', exact: true }).click();
+    await page.getByRole('heading', { name: 'Scoring', level: 1 }).waitFor();
+    const first = page.getByRole('region', { name: /Attempt 1/ });
+    await first.getByText('memory history: how the working set grew before each kill').waitFor();
+    expect(await first.textContent()).toContain('verdict: correct');
+    const shot = screenshotPath('scoring');
+    if (shot) await page.screenshot({ path: shot, fullPage: true });
+    expect(await seriousA11yViolations(page)).toEqual([]);
+
+    // A re-score: the judge's answer has no score, so the attempt fails and
+    // says why; the session keeps its score.
+    await page.getByRole('button', { name: 'Score again' }).click();
+    const second = page.getByRole('region', { name: /Attempt 2/ });
+    await second.getByText(/No score: the judge gave no score/).waitFor({ timeout: 30_000 });
+    const detail = (await (await fetch(`${tarsy.url}/api/v1/sessions/${id}`)).json()) as { score: unknown };
+    expect(detail.score).toEqual({ status: 'failed', score: 72, failure_tags: ['incomplete-evidence'] });
+    expect(problems).toEqual([]);
     await page.context().close();
   });
 });

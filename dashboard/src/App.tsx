@@ -9,6 +9,7 @@ import { SessionsPage } from './pages/SessionsPage';
 // session page needs) load when first visited.
 const SessionPage = lazy(() => import('./pages/SessionPage').then((m) => ({ default: m.SessionPage })));
 const TracePage = lazy(() => import('./pages/TracePage').then((m) => ({ default: m.TracePage })));
+const ScoringPage = lazy(() => import('./pages/ScoringPage').then((m) => ({ default: m.ScoringPage })));
 const SubmitPage = lazy(() => import('./pages/SubmitPage').then((m) => ({ default: m.SubmitPage })));
 const SystemPage = lazy(() => import('./pages/SystemPage').then((m) => ({ default: m.SystemPage })));
 
@@ -49,6 +50,7 @@ export function App() {
               <Route path="/" element={<SessionsPage />} />
               <Route path="/sessions/:id" element={<SessionPage />} />
               <Route path="/sessions/:id/trace" element={<TracePage />} />
+              <Route path="/sessions/:id/scoring" element={<ScoringPage />} />
               <Route path="/submit" element={<SubmitPage />} />
               <Route path="/system" element={<SystemPage />} />
               <Route path="*" element={<NotFoundPage />} />

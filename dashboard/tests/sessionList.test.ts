@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionPage, SessionSummary } from '../src/api/types';
 import { formatDuration, sessionDuration } from '../src/components/format';
-import { applySessionStatus } from '../src/state/sessionList';
+import { applySessionScore, applySessionStatus } from '../src/state/sessionList';
 
 function row(id: string, extra: Partial<SessionSummary> = {}): SessionSummary {
   return {
@@ -76,5 +76,32 @@ describe('session list duration', () => {
     expect(applySessionStatus(before, { type: 'stage.status', session_id: 'a', status: 'completed' })).toBe(before);
     expect(applySessionStatus(before, { type: 'session.status', session_id: 'a', status: 'exploded' })).toBe(before);
     expect(applySessionStatus(before, { type: 'session.status', session_id: 'z', status: 'failed' })).toBe(before);
+  });
+});
+
+describe('session list score', () => {
+  const event = (extra: Record<string, unknown>) => ({ type: 'session.score', session_id: 'a', attempt_id: 'x', ...extra });
+
+  it('shows a judge at work, then its score and tags, on the row the event names', () => {
+    let p = page(row('a', { status: 'completed' }), row('b', { status: 'completed' }));
+    p = applySessionScore(p, event({ status: 'in_progress', score: null, failure_tags: [] }));
+    expect(p.sessions[0]?.score).toEqual({ status: 'in_progress', score: null, failure_tags: [] });
+    p = applySessionScore(p, event({ status: 'completed', score: 88, failure_tags: ['missed-available-tool'] }));
+    expect(p.sessions[0]?.score).toEqual({ status: 'completed', score: 88, failure_tags: ['missed-available-tool'] });
+    expect(p.sessions[1]?.score).toBeUndefined();
+  });
+
+  it('keeps the score while a re-score runs and after it fails', () => {
+    let p = page(row('a', { status: 'completed', score: { status: 'completed', score: 70, failure_tags: ['premature-conclusion'] } }));
+    p = applySessionScore(p, event({ status: 'in_progress', score: null, failure_tags: [] }));
+    expect(p.sessions[0]?.score).toEqual({ status: 'in_progress', score: 70, failure_tags: ['premature-conclusion'] });
+    p = applySessionScore(p, event({ status: 'failed', score: null, failure_tags: [] }));
+    expect(p.sessions[0]?.score).toEqual({ status: 'failed', score: 70, failure_tags: ['premature-conclusion'] });
+  });
+
+  it('ignores other events and unknown statuses', () => {
+    const p = page(row('a'));
+    expect(applySessionScore(p, event({ status: 'bogus', score: 1 }))).toBe(p);
+    expect(applySessionScore(p, { type: 'session.status', session_id: 'a', status: 'failed' })).toBe(p);
   });
 });

@@ -9,6 +9,8 @@ import type {
   Health,
   LlmInteractionDetail,
   McpInteractionDetail,
+  ScoreHistory,
+  ScoreResponse,
   SessionDetail,
   SessionPage,
   SessionTrace,
@@ -92,6 +94,8 @@ export const api = {
     request<McpInteractionDetail>(`/api/v1/sessions/${enc(id)}/trace/mcp/${enc(interaction)}`),
   cancel: (id: string) =>
     request<CancelResponse>(`/api/v1/sessions/${enc(id)}/cancel`, { method: 'POST' }),
+  scores: (id: string) => request<ScoreHistory>(`/api/v1/sessions/${enc(id)}/scores`),
+  rescore: (id: string) => request<ScoreResponse>(`/api/v1/sessions/${enc(id)}/score`, { method: 'POST' }),
   chat: (id: string, content: string) =>
     request<ChatResponse>(`/api/v1/sessions/${enc(id)}/chat/messages`, {
       method: 'POST',

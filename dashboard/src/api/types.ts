@@ -52,5 +52,12 @@ export type AlertRequest = Schemas['AlertRequest'];
 export type AlertResponse = Schemas['AlertResponse'];
 export type CancelResponse = Schemas['CancelResponse'];
 export type ChatResponse = Schemas['ChatResponse'];
+/** A session's score as lists show it: the latest attempt's status, the latest completed score and tags. */
+export type ScoreBadge = Schemas['ScoreBadge'];
+export type ScoreStatus = Schemas['ScoreStatus'];
+/** One scoring attempt of the judge. */
+export type SessionScore = Schemas['SessionScore'];
+export type ScoreHistory = Schemas['ScoreHistory'];
+export type ScoreResponse = Schemas['ScoreResponse'];
 /** The body of every error answer. */
 export type ErrorBody = Schemas['ErrorBody'];

@@ -2,6 +2,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useMemo, useState } from 'react';
 import { Link, useParams, useSearchParams } from 'react-router';
 import { api, ApiError } from '../api/client';
+import { useChannel } from '../api/live';
 import { TERMINAL_STATUSES, type SessionDetail } from '../api/types';
 import { ChatPanel } from '../components/ChatPanel';
 import { CopyButton } from '../components/CopyButton';
@@ -9,10 +10,12 @@ import { formatDuration, formatTime, prettyJson, sessionDuration } from '../comp
 import { useNow } from '../components/hooks';
 import { Kubectl } from '../components/Kubectl';
 import { Markdown } from '../components/Markdown';
+import { ScoreBadge } from '../components/ScoreBadge';
 import { StatusBadge } from '../components/StatusBadge';
 import { TimelineView } from '../components/TimelineView';
 import { reportMarkdown } from '../state/report';
 import { buildRows, locateEvent } from '../state/rows';
+import type { LiveEvent } from '../state/timeline';
 import { useLiveTimeline } from '../state/useLiveTimeline';
 import { NotFoundPage } from './NotFoundPage';
 
@@ -51,6 +54,14 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
     [detail.stages],
   );
   const timeline = useLiveTimeline(id, executionIds);
+  // A score that arrives (or a re-score that starts) refreshes the session.
+  const onScore = useCallback(
+    (event: LiveEvent) => {
+      if (event.type === 'session.score') void queryClient.invalidateQueries({ queryKey: ['session', id] });
+    },
+    [queryClient, id],
+  );
+  useChannel(`session:${id}`, onScore);
   const trace = useQuery({ queryKey: ['trace', id], queryFn: () => api.trace(id) });
   const forced = useMemo(() => {
     const set = new Set<string>();
@@ -92,7 +103,7 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
     <article className="session" aria-labelledby="session-title">
       <header className="session-header">
         <h1 id="session-title">
-          {detail.alert_type} <StatusBadge status={detail.status} />
+          {detail.alert_type} <StatusBadge status={detail.status} /> <ScoreBadge score={detail.score} tags={false} />
         </h1>
         <dl className="meta">
           <dt>Session</dt>
@@ -134,6 +145,11 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
           <Link className="button" to={`/sessions/${encodeURIComponent(id)}/trace`}>
             Trace
           </Link>
+          {terminal && (
+            <Link className="button" to={`/sessions/${encodeURIComponent(id)}/scoring`}>
+              Scoring
+            </Link>
+          )}
           <CopyButton text={reportMarkdown(detail, timeline)} label="Copy report as markdown" />
         </div>
         <div role="status" aria-live="polite">
@@ -169,6 +185,18 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
               <li key={w.event_id}>{w.message}</li>
             ))}
           </ul>
+        </section>
+      )}
+
+      {detail.score && (
+        <section className="card" aria-labelledby="score-title">
+          <h2 id="score-title">Score</h2>
+          <p>
+            <ScoreBadge score={detail.score} />
+          </p>
+          <p>
+            <Link to={`/sessions/${encodeURIComponent(id)}/scoring`}>The judge's assessment and tool report</Link>
+          </p>
         </section>
       )}
 

@@ -5,9 +5,10 @@ import { api, type SessionQuery } from '../api/client';
 import { useChannel } from '../api/live';
 import { SESSION_STATUSES, type SessionPage } from '../api/types';
 import { formatDuration, formatTime, sessionDuration, statusLabel } from '../components/format';
+import { ScoreBadge } from '../components/ScoreBadge';
 import { StatusBadge } from '../components/StatusBadge';
 import { useConfiguration, useNow } from '../components/hooks';
-import { applySessionStatus } from '../state/sessionList';
+import { applySessionScore, applySessionStatus } from '../state/sessionList';
 import type { LiveEvent } from '../state/timeline';
 
 const SORT_KEYS: [string, string][] = [
@@ -80,9 +81,9 @@ export function SessionsPage() {
   }, []);
   const onEvent = useCallback(
     (event: LiveEvent) => {
-      if (event.type !== 'session.status') return;
+      if (event.type !== 'session.status' && event.type !== 'session.score') return;
       queryClient.setQueriesData<SessionPage>({ queryKey: ['sessions'] }, (page) =>
-        page ? applySessionStatus(page, event) : page,
+        page ? applySessionScore(applySessionStatus(page, event), event) : page,
       );
       if (refetchTimer.current) clearTimeout(refetchTimer.current);
       refetchTimer.current = setTimeout(() => {
@@ -206,6 +207,7 @@ export function SessionsPage() {
             <th scope="col">Submitted</th>
             <th scope="col">Duration</th>
             <th scope="col">Stage</th>
+            <th scope="col">Score</th>
           </tr>
         </thead>
         <tbody>
@@ -229,6 +231,9 @@ export function SessionsPage() {
                 <td>{formatTime(s.created_at)}</td>
                 <td>{formatDuration(sessionDuration(s, now))}</td>
                 <td>{progress}</td>
+                <td>
+                  <ScoreBadge score={s.score} />
+                </td>
               </tr>
             );
           })}
