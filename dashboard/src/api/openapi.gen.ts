@@ -161,6 +161,67 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sessions/{id}/review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A session's review and its audit log */
+        get: operations["get_review"];
+        put?: never;
+        /**
+         * Change a session's review
+         * @description Claims, unclaims, reassigns, completes (with a rating), acknowledges (without one) or edits the review of a finished session, as the request's author. A change the review's status does not allow is a 409 that says where it stands.
+         */
+        post: operations["change_review"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/reviews": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Complete or acknowledge many reviews
+         * @description Applies one `complete` or `acknowledge` to each session, as the request's author; each session succeeds or fails on its own.
+         */
+        post: operations["bulk_review"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/triage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sessions by where their review stands
+         * @description Four groups — investigating, needs review, in progress, reviewed — each with its count and its newest sessions, in one call. Hidden sessions are left out.
+         */
+        get: operations["triage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions/{id}/timeline": {
         parameters: {
             query?: never;
@@ -413,6 +474,30 @@ export interface components {
             status: components["schemas"]["SessionStatus"];
             /** @description Where to follow it. */
             message: string;
+        };
+        /** @description Body of `POST /api/v1/reviews`: one change for many sessions. */
+        BulkReviewRequest: {
+            /** @description The sessions (at most 500). */
+            session_ids: string[];
+            /** @description `complete` or `acknowledge`. */
+            action: components["schemas"]["ReviewAction"];
+            rating?: components["schemas"]["ReviewRating"] | null;
+            /** @description What was done about the alerts. */
+            action_taken?: string | null;
+            /** @description Feedback on the investigations. */
+            feedback?: string | null;
+        };
+        /** @description Answer of `POST /api/v1/reviews`. */
+        BulkReviewResponse: {
+            /** @description One result per session, in request order. */
+            results: components["schemas"]["BulkReviewResult"][];
+        };
+        /** @description How the change went for one session of a bulk request. */
+        BulkReviewResult: {
+            /** @description The session. */
+            session_id: string;
+            review?: components["schemas"]["Review"] | null;
+            error?: components["schemas"]["ErrorBody"] | null;
         };
         /** @description Answer of `POST /api/v1/sessions/{id}/cancel`: what is being cancelled. */
         CancelResponse: {
@@ -893,6 +978,92 @@ export interface components {
             /** @description Agent execution id, if any. */
             execution_id?: string | null;
         };
+        /** @description Where a session's review stands. */
+        Review: {
+            /** @description The session. */
+            session_id: string;
+            /** @description Its review status. */
+            status: components["schemas"]["ReviewStatus"];
+            /** @description Who has it (claimed or reassigned), or who reviewed it. */
+            assignee?: string | null;
+            rating?: components["schemas"]["ReviewRating"] | null;
+            /** @description What was done about the alert. */
+            action_taken?: string | null;
+            /** @description Feedback on the investigation. */
+            feedback?: string | null;
+            /**
+             * Format: date-time
+             * @description When it was reviewed.
+             */
+            reviewed_at?: string | null;
+        };
+        /**
+         * @description A step of a session's review, as its audit log records it.
+         * @enum {string}
+         */
+        ReviewAction: "claim" | "unclaim" | "reassign" | "complete" | "acknowledge" | "update" | "auto_acknowledge";
+        /** @description A session's review as lists show it. */
+        ReviewBadge: {
+            /** @description Where the review stands. */
+            status: components["schemas"]["ReviewStatus"];
+            /** @description Who has it, or who reviewed it. */
+            assignee?: string | null;
+            rating?: components["schemas"]["ReviewRating"] | null;
+        };
+        /** @description Answer of `GET /api/v1/sessions/{id}/review`. */
+        ReviewDetail: {
+            review: components["schemas"]["Review"] | null;
+            /** @description Every step, oldest first. */
+            events: components["schemas"]["ReviewEvent"][];
+        };
+        /** @description One step of a review, as the audit log keeps it. */
+        ReviewEvent: {
+            /** @description Event id. */
+            id: string;
+            /** @description The session. */
+            session_id: string;
+            /** @description Who did it (`tarsy` for TARSy itself). */
+            actor: string;
+            /** @description What was done. */
+            action: components["schemas"]["ReviewAction"];
+            from_status?: components["schemas"]["ReviewStatus"] | null;
+            /** @description The status after. */
+            to_status: components["schemas"]["ReviewStatus"];
+            /** @description The assignee after. */
+            assignee?: string | null;
+            rating?: components["schemas"]["ReviewRating"] | null;
+            /** @description The action taken after. */
+            action_taken?: string | null;
+            /** @description The feedback after. */
+            feedback?: string | null;
+            /**
+             * Format: date-time
+             * @description When.
+             */
+            created_at: string;
+        };
+        /**
+         * @description A reviewer's verdict on an investigation's quality.
+         * @enum {string}
+         */
+        ReviewRating: "accurate" | "partially_accurate" | "inaccurate";
+        /** @description Body of a review change. Unknown fields are refused. */
+        ReviewRequest: {
+            /** @description `claim`, `unclaim`, `reassign`, `complete`, `acknowledge` or `update`. */
+            action: components["schemas"]["ReviewAction"];
+            /** @description The new reviewer (`reassign`). */
+            assignee?: string | null;
+            rating?: components["schemas"]["ReviewRating"] | null;
+            /** @description What was done about the alert (`complete`, `acknowledge`, `update`). */
+            action_taken?: string | null;
+            /** @description Feedback on the investigation (`complete`, `acknowledge`, `update`). */
+            feedback?: string | null;
+        };
+        /**
+         * @description Where a finished session's review by a person stands.
+         * @enum {string}
+         */
+        ReviewStatus: "needs_review" | "in_progress" | "reviewed";
         /**
          * @description A session's score as lists show it: where its latest scoring attempt
          *     stands, and the latest completed attempt's score and failure tags (kept
@@ -987,6 +1158,7 @@ export interface components {
              */
             deleted_at?: string | null;
             score?: components["schemas"]["ScoreBadge"] | null;
+            review?: components["schemas"]["ReviewBadge"] | null;
         };
         /** @description Answer of `GET /api/v1/sessions/{id}`. */
         SessionDetail: components["schemas"]["Session"] & {
@@ -1101,6 +1273,7 @@ export interface components {
              */
             deleted_at?: string | null;
             score?: components["schemas"]["ScoreBadge"] | null;
+            review?: components["schemas"]["ReviewBadge"] | null;
         };
         /**
          * @description The trace list of a session (trace level 1): interactions grouped stage →
@@ -1330,6 +1503,27 @@ export interface components {
             /** @description Executions in launch order. */
             executions: components["schemas"]["TraceExecution"][];
         };
+        /** @description Answer of `GET /api/v1/triage`. */
+        Triage: {
+            /** @description Sessions still being investigated. */
+            investigating: components["schemas"]["TriageGroup"];
+            /** @description Finished sessions nobody has claimed. */
+            needs_review: components["schemas"]["TriageGroup"];
+            /** @description Sessions someone is reviewing. */
+            in_progress: components["schemas"]["TriageGroup"];
+            /** @description Reviewed sessions. */
+            reviewed: components["schemas"]["TriageGroup"];
+        };
+        /** @description One group of the triage view. */
+        TriageGroup: {
+            /**
+             * Format: int64
+             * @description Sessions in the group, in all.
+             */
+            count: number;
+            /** @description The newest of them. */
+            sessions: components["schemas"]["SessionSummary"][];
+        };
         /** @description Live WebSocket use. */
         WebSocketStats: {
             /** @description Open connections to this process. */
@@ -1479,6 +1673,18 @@ export interface operations {
                 sort?: "created_at" | "started_at" | "completed_at" | "status" | "alert_type" | "chain_id" | "author";
                 /** @description Direction (default `desc`). */
                 order?: "asc" | "desc";
+                /** @description Review status: `needs_review`, `in_progress` or `reviewed`. */
+                review_status?: "needs_review" | "in_progress" | "reviewed";
+                /** @description Exact review assignee (who has it, or who reviewed it). */
+                assignee?: string;
+                /** @description Review rating: `accurate`, `partially_accurate` or `inaccurate`. */
+                rating?: "accurate" | "partially_accurate" | "inaccurate";
+                /** @description Lowest judge's score, inclusive (unscored sessions are left out). */
+                score_min?: number;
+                /** @description Highest judge's score, inclusive (unscored sessions are left out). */
+                score_max?: number;
+                /** @description A failure tag the judge's score carries. */
+                failure_tag?: string;
             };
             header?: never;
             path?: never;
@@ -1877,6 +2083,283 @@ export interface operations {
             };
             /** @description No such session. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_review: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Session id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The review and its steps. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewDetail"];
+                };
+            };
+            /** @description An undecodable path. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such session. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    change_review: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Session id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewRequest"];
+            };
+        };
+        responses: {
+            /** @description The review after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Review"];
+                };
+            };
+            /** @description Malformed JSON, an unknown field or action, a field that does not apply to the action, complete without a rating, reassign without an assignee, an undecodable path. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such session. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The review's status does not allow the change (claimed by someone else, reviewed already, still being investigated); the message says where it stands. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A note or the body over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    bulk_review: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkReviewRequest"];
+            };
+        };
+        responses: {
+            /** @description One result per session. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkReviewResponse"];
+                };
+            };
+            /** @description Malformed JSON, an unknown field, an action other than complete or acknowledge, complete without a rating, no session or more than 500. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A note or the body over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    triage: {
+        parameters: {
+            query?: {
+                /** @description Sessions listed per group, newest first (default 50, at most 200). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The groups. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Triage"];
+                };
+            };
+            /** @description An unknown parameter or a limit out of range. */
+            400: {
                 headers: {
                     [name: string]: unknown;
                 };

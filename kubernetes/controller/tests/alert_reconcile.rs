@@ -664,6 +664,7 @@ fn a_chat_question_on_a_finished_alert_gets_its_execution_from_the_operator() {
             last_interaction_at: None,
             deleted_at: None,
             score: None,
+            review: None,
         },
         stage: tarsy_store::Stage {
             id: format!("{UID}-s2"),

@@ -43,7 +43,7 @@ const CLUSTER_OBJECTS_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Parses a JSON body, turning serde's error into a precise 400 (syntax
 /// errors with line and column; missing, unknown or mistyped fields by name).
-fn parse_body<T: DeserializeOwned>(body: &[u8], what: &str) -> ApiResult<T> {
+pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8], what: &str) -> ApiResult<T> {
     serde_json::from_slice(body).map_err(|e| {
         use serde_json::error::Category;
         match e.classify() {
@@ -79,7 +79,7 @@ fn json_kind(body: &[u8]) -> &'static str {
 /// Reads a request body of at most `limit` bytes: 413 at once when the
 /// declared length is larger (nothing is read), 413 when a body without a
 /// declared length grows past it, 400 when it cannot be read.
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Bytes> {
+pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Bytes> {
     let too_large = || ApiError::too_large(format!("request body exceeds the {limit}-byte limit"));
     if let Some(declared) = headers
         .get(CONTENT_LENGTH)
@@ -493,6 +493,47 @@ pub(crate) struct ListQuery {
     /// Direction (default `desc`).
     #[param(value_type = Option<SortOrder>, inline)]
     order: Option<String>,
+    /// Review status: `needs_review`, `in_progress` or `reviewed`.
+    #[param(value_type = Option<tarsy_core::ReviewStatus>, inline)]
+    review_status: Option<String>,
+    /// Exact review assignee (who has it, or who reviewed it).
+    assignee: Option<String>,
+    /// Review rating: `accurate`, `partially_accurate` or `inaccurate`.
+    #[param(value_type = Option<tarsy_core::ReviewRating>, inline)]
+    rating: Option<String>,
+    /// Lowest judge's score, inclusive (unscored sessions are left out).
+    #[param(value_type = Option<u8>, minimum = 0, maximum = 100)]
+    score_min: Option<String>,
+    /// Highest judge's score, inclusive (unscored sessions are left out).
+    #[param(value_type = Option<u8>, minimum = 0, maximum = 100)]
+    score_max: Option<String>,
+    /// A failure tag the judge's score carries.
+    failure_tag: Option<String>,
+}
+
+/// A closed-vocabulary parameter (`review_status`, `rating`).
+fn parse_word<T: std::str::FromStr<Err = tarsy_core::UnknownValue>>(
+    name: &str,
+    value: Option<String>,
+) -> ApiResult<Option<T>> {
+    value
+        .map(|v| {
+            v.parse().map_err(|e: tarsy_core::UnknownValue| {
+                ApiError::bad_request(format!("{name}: {e}"))
+            })
+        })
+        .transpose()
+}
+
+/// A score bound: an integer from 0 to 100.
+fn parse_score(name: &str, value: Option<&str>) -> ApiResult<Option<u8>> {
+    let Some(value) = value else { return Ok(None) };
+    match value.parse::<u8>() {
+        Ok(n) if n <= 100 => Ok(Some(n)),
+        _ => Err(ApiError::bad_request(format!(
+            "{name} must be an integer from 0 to 100, got {value:?}"
+        ))),
+    }
 }
 
 /// Direction of the session list's order.
@@ -530,7 +571,12 @@ pub(crate) struct SessionList {
 // The parameters below are read exactly as the OpenAPI document types them:
 // a present but empty or padded value is refused, not taken for the default.
 
-fn parse_positive(name: &str, value: Option<&str>, default: i64, max: i64) -> ApiResult<i64> {
+pub(crate) fn parse_positive(
+    name: &str,
+    value: Option<&str>,
+    default: i64,
+    max: i64,
+) -> ApiResult<i64> {
     let Some(value) = value else {
         return Ok(default);
     };
@@ -634,6 +680,12 @@ pub(crate) async fn list_sessions(
         search: non_empty(query.q),
         include_deleted,
         needs_attention,
+        review_status: parse_word("review_status", query.review_status)?,
+        assignee: non_empty(query.assignee),
+        rating: parse_word("rating", query.rating)?,
+        score_min: parse_score("score_min", query.score_min.as_deref())?,
+        score_max: parse_score("score_max", query.score_max.as_deref())?,
+        failure_tag: non_empty(query.failure_tag),
         sort,
         limit: Some(page_size),
         offset: Some((page - 1).saturating_mul(page_size)),

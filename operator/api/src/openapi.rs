@@ -15,7 +15,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::{AppState, handlers};
+use crate::{AppState, handlers, review};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -32,6 +32,7 @@ use crate::{AppState, handlers};
         (name = "sessions", description = "Investigation sessions"),
         (name = "chat", description = "Follow-up questions about a finished investigation"),
         (name = "scoring", description = "The judge's scores of finished investigations"),
+        (name = "review", description = "People's reviews of finished investigations"),
         (name = "trace", description = "The LLM and MCP calls of a session"),
         (name = "system", description = "Health, metrics, configuration and this document"),
     )
@@ -49,6 +50,9 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::send_chat_message))
         .routes(routes!(handlers::rescore_session))
         .routes(routes!(handlers::session_scores))
+        .routes(routes!(review::get_review, review::change_review))
+        .routes(routes!(review::bulk_review))
+        .routes(routes!(review::triage))
         .routes(routes!(handlers::timeline))
         .routes(routes!(handlers::trace))
         .routes(routes!(handlers::llm_interaction))

@@ -7,5 +7,6 @@ mod common;
 mod api {
     mod dashboard;
     mod rest;
+    mod review;
     mod ws;
 }

@@ -123,6 +123,50 @@ wire_enum!(
     }
 );
 
+wire_enum!(
+    /// Where a finished session's review by a person stands.
+    ReviewStatus, "review status" {
+        /// Finished, nobody has looked at it yet.
+        NeedsReview = "needs_review",
+        /// Someone claimed it and is reviewing it.
+        InProgress = "in_progress",
+        /// Reviewed (rated, or acknowledged without a rating).
+        Reviewed = "reviewed",
+    }
+);
+
+wire_enum!(
+    /// A reviewer's verdict on an investigation's quality.
+    ReviewRating, "review rating" {
+        /// The investigation got it right.
+        Accurate = "accurate",
+        /// Partly right.
+        PartiallyAccurate = "partially_accurate",
+        /// Wrong.
+        Inaccurate = "inaccurate",
+    }
+);
+
+wire_enum!(
+    /// A step of a session's review, as its audit log records it.
+    ReviewAction, "review action" {
+        /// Taken for review.
+        Claim = "claim",
+        /// Given back to the queue.
+        Unclaim = "unclaim",
+        /// Handed to another reviewer.
+        Reassign = "reassign",
+        /// Reviewed with a rating.
+        Complete = "complete",
+        /// Reviewed without a rating.
+        Acknowledge = "acknowledge",
+        /// A finished review edited.
+        Update = "update",
+        /// Reviewed by TARSy itself: a cancelled session needs no review.
+        AutoAcknowledge = "auto_acknowledge",
+    }
+);
+
 impl ExecutionStatus {
     /// True for completed, failed, timed_out and cancelled.
     pub const fn is_terminal(self) -> bool {

@@ -2,13 +2,16 @@
 //! as one type: [`StreamEvent`], serialized with a `type` tag
 //! (`session.status`, `stage.status`, `timeline_event.created`,
 //! `timeline_event.completed`, `stream.chunk`, `chat.created`,
-//! `chat.user_message`, `session.score`). Publishers build these values; nothing publishes
+//! `chat.user_message`, `session.score`, `session.review`). Publishers build these values; nothing publishes
 //! ad-hoc JSON.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ExecutionStatus, ScoreStatus, SessionStatus, TimelineEventStatus, TimelineEventType};
+use crate::{
+    ExecutionStatus, ReviewAction, ReviewRating, ReviewStatus, ScoreStatus, SessionStatus,
+    TimelineEventStatus, TimelineEventType,
+};
 
 /// Now, as events carry it (RFC 3339).
 pub fn timestamp() -> String {
@@ -183,6 +186,24 @@ pub enum StreamEvent {
         /// When.
         timestamp: String,
     },
+    /// A person changed a session's review.
+    #[serde(rename = "session.review")]
+    SessionReview {
+        /// The session.
+        session_id: String,
+        /// What was done.
+        action: ReviewAction,
+        /// Who did it.
+        actor: String,
+        /// Where the review stands now.
+        status: ReviewStatus,
+        /// Who has it, or who reviewed it.
+        assignee: Option<String>,
+        /// The rating, once rated.
+        rating: Option<ReviewRating>,
+        /// When.
+        timestamp: String,
+    },
 }
 
 impl StreamEvent {
@@ -196,7 +217,8 @@ impl StreamEvent {
             | Self::StreamChunk { session_id, .. }
             | Self::ChatCreated { session_id, .. }
             | Self::ChatUserMessage { session_id, .. }
-            | Self::SessionScore { session_id, .. } => session_id,
+            | Self::SessionScore { session_id, .. }
+            | Self::SessionReview { session_id, .. } => session_id,
         }
     }
 

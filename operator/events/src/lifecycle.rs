@@ -2,13 +2,17 @@
 //! the operator, the runner and the cluster-mode API: `session.status` (on
 //! the session's channel and the session list), `stage.status`, and an
 //! accepted chat question (`chat.created`, `chat.user_message`), and a
-//! scoring attempt's start and end (`session.score`). Delivery
+//! scoring attempt's start and end (`session.score`), and a change of a
+//! session's review (`session.review`). Delivery
 //! is best effort: the records are stored already, a failure is logged.
 
 use tarsy_core::control::{ChatAccepted, ChatSubmission};
 use tarsy_core::recorder::{SESSIONS_CHANNEL, session_channel};
 use tarsy_core::stream::timestamp;
-use tarsy_core::{EventPublisher, ExecutionStatus, ScoreStatus, SessionStatus, StreamEvent};
+use tarsy_core::{
+    EventPublisher, ExecutionStatus, ReviewAction, ReviewRating, ReviewStatus, ScoreStatus,
+    SessionStatus, StreamEvent,
+};
 
 /// A stage as `stage.status` names it.
 #[derive(Debug, Clone, Copy)]
@@ -56,6 +60,40 @@ pub async fn publish_session_score(
     };
     publish(publisher, &session_channel(session_id), &event).await;
     publish(publisher, SESSIONS_CHANNEL, &event).await;
+}
+
+/// Publishes `session.review` on the session's channel and on `sessions`
+/// (the triage view lists reviews).
+pub async fn publish_session_review(
+    publisher: &dyn EventPublisher,
+    actor: &str,
+    action: ReviewAction,
+    review: &ReviewState<'_>,
+) {
+    let event = StreamEvent::SessionReview {
+        session_id: review.session_id.to_string(),
+        action,
+        actor: actor.to_string(),
+        status: review.status,
+        assignee: review.assignee.map(str::to_string),
+        rating: review.rating,
+        timestamp: timestamp(),
+    };
+    publish(publisher, &session_channel(review.session_id), &event).await;
+    publish(publisher, SESSIONS_CHANNEL, &event).await;
+}
+
+/// A review as `session.review` names it.
+#[derive(Debug, Clone, Copy)]
+pub struct ReviewState<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// Where its review stands.
+    pub status: ReviewStatus,
+    /// Who has it, or who reviewed it.
+    pub assignee: Option<&'a str>,
+    /// The rating, once rated.
+    pub rating: Option<ReviewRating>,
 }
 
 /// Publishes `stage.status` on the session's channel: `started` for a

@@ -679,6 +679,17 @@ impl Dialect {
         }
     }
 
+    /// Whether the JSON array in `column` holds the string parameter
+    /// `param` (`$N`).
+    pub(crate) fn json_array_contains(self, column: &str, param: &str) -> String {
+        match self.0 {
+            BackendKind::Postgres => format!("{column} ? {param}"),
+            BackendKind::Sqlite => format!(
+                "EXISTS (SELECT 1 FROM json_each({column}) WHERE json_each.value = {param})"
+            ),
+        }
+    }
+
     /// Case-insensitive LIKE (SQLite's LIKE already ignores ASCII case).
     pub(crate) fn ilike(self) -> &'static str {
         match self.0 {

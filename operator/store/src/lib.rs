@@ -27,6 +27,7 @@ mod interactions;
 mod model;
 mod notifications;
 mod recorder;
+mod reviews;
 mod scores;
 mod sessions;
 mod stages;
@@ -54,6 +55,7 @@ pub use model::{
     ScoreBadge, Session, SessionFilter, SessionOutcome, SessionPage, SessionSort, SessionSortKey,
     SessionSummary, SessionTrace, Stage, StoredEvent, TraceExecution, TraceStage,
 };
+pub use reviews::{Review, ReviewChange, ReviewEvent, TARSY_ACTOR};
 pub use scores::{ScoreResult, ScoreStatus, SessionScore};
 pub use warnings::StoredWarning;
 

@@ -9,8 +9,8 @@ use serde_json::Value;
 use sqlx::types::Json;
 use tarsy_core::{
     ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType, McpInteractionType,
-    MessageRole, ParallelType, RecordScope, ScoreStatus, SessionStatus, StageKind, SuccessPolicy,
-    TimelineEvent, TokenUsage, ToolCall, UnknownValue,
+    MessageRole, ParallelType, RecordScope, ReviewRating, ReviewStatus, ScoreStatus, SessionStatus,
+    StageKind, SuccessPolicy, TimelineEvent, TokenUsage, ToolCall, UnknownValue,
 };
 
 /// Implements `FromRow` for both backends' rows with one body (`$row` is a
@@ -120,6 +120,36 @@ pub struct Session {
     pub deleted_at: Option<DateTime<Utc>>,
     /// The judge's score, once a scoring attempt started.
     pub score: Option<ScoreBadge>,
+    /// A person's review, once the session has finished.
+    pub review: Option<ReviewBadge>,
+}
+
+/// A session's review as lists show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReviewBadge {
+    /// Where the review stands.
+    pub status: ReviewStatus,
+    /// Who has it, or who reviewed it.
+    pub assignee: Option<String>,
+    /// The reviewer's verdict, once rated.
+    pub rating: Option<ReviewRating>,
+}
+
+/// The review columns of a session row as its badge.
+fn review_badge(
+    status: Option<String>,
+    assignee: Option<String>,
+    rating: Option<String>,
+) -> Result<Option<ReviewBadge>, sqlx::Error> {
+    let Some(status) = status else {
+        return Ok(None);
+    };
+    Ok(Some(ReviewBadge {
+        status: wire(status, "review_status")?,
+        assignee,
+        rating: opt_wire(rating, "review_rating")?,
+    }))
 }
 
 /// A session's score as lists show it: where its latest scoring attempt
@@ -181,6 +211,11 @@ from_row!(Session, |row| {
             row.try_get("score")?,
             row.try_get("score_failure_tags")?,
         )?,
+        review: review_badge(
+            row.try_get("review_status")?,
+            row.try_get("review_assignee")?,
+            row.try_get("review_rating")?,
+        )?,
     })
 });
 
@@ -217,6 +252,8 @@ pub struct SessionSummary {
     pub deleted_at: Option<DateTime<Utc>>,
     /// The judge's score, once a scoring attempt started.
     pub score: Option<ScoreBadge>,
+    /// A person's review, once the session has finished.
+    pub review: Option<ReviewBadge>,
 }
 
 from_row!(SessionSummary, |row| {
@@ -238,6 +275,11 @@ from_row!(SessionSummary, |row| {
             row.try_get("score_status")?,
             row.try_get("score")?,
             row.try_get("score_failure_tags")?,
+        )?,
+        review: review_badge(
+            row.try_get("review_status")?,
+            row.try_get("review_assignee")?,
+            row.try_get("review_rating")?,
         )?,
     })
 });
@@ -265,6 +307,24 @@ pub struct SessionFilter {
     /// could not be written).
     #[serde(default)]
     pub needs_attention: bool,
+    /// Review status.
+    #[serde(default)]
+    pub review_status: Option<ReviewStatus>,
+    /// Exact review assignee (who has it, or who reviewed it).
+    #[serde(default)]
+    pub assignee: Option<String>,
+    /// Review rating.
+    #[serde(default)]
+    pub rating: Option<ReviewRating>,
+    /// Lowest score, inclusive (unscored sessions are left out).
+    #[serde(default)]
+    pub score_min: Option<u8>,
+    /// Highest score, inclusive (unscored sessions are left out).
+    #[serde(default)]
+    pub score_max: Option<u8>,
+    /// A failure tag the session's score carries.
+    #[serde(default)]
+    pub failure_tag: Option<String>,
     /// Order of the rows (default: newest first).
     #[serde(default)]
     pub sort: SessionSort,

@@ -13,9 +13,17 @@ const KIND: &str = "session";
 const DEFAULT_PAGE: i64 = 20;
 const MAX_PAGE: i64 = 1000;
 
+/// Assignment that enters a finished session into review (`$2` is its new
+/// status): `needs_review`, or `reviewed` for a cancelled one (nothing to
+/// review). A review already under way is kept.
+const ENTER_REVIEW: &str = "review_status = CASE \
+     WHEN $2 IN ('completed', 'failed', 'timed_out') THEN COALESCE(review_status, 'needs_review') \
+     WHEN $2 = 'cancelled' THEN COALESCE(review_status, 'reviewed') \
+     ELSE review_status END";
+
 const SUMMARY_COLUMNS: &str = "id, alert_type, chain_id, status, author, executive_summary, \
      error_message, current_stage_index, pod_id, created_at, started_at, completed_at, deleted_at, \
-     score_status, score, score_failure_tags";
+     score_status, score, score_failure_tags, review_status, review_assignee, review_rating";
 
 impl Store {
     /// Creates a pending session with the caller's id. Creating an id that
@@ -133,6 +141,36 @@ impl Store {
                  OR COALESCE(executive_summary, '') {like} {p} ESCAPE '\\')"
             ));
         }
+        if let Some(v) = filter.review_status {
+            clauses.push(format!(
+                "review_status = {}",
+                param(v.as_str().to_string(), &mut args)
+            ));
+        }
+        if let Some(v) = &filter.assignee {
+            clauses.push(format!("review_assignee = {}", param(v.clone(), &mut args)));
+        }
+        if let Some(v) = filter.rating {
+            clauses.push(format!(
+                "review_rating = {}",
+                param(v.as_str().to_string(), &mut args)
+            ));
+        }
+        // Scores are small integers from a closed range: written inline.
+        if let Some(min) = filter.score_min {
+            clauses.push(format!("score >= {min}"));
+        }
+        if let Some(max) = filter.score_max {
+            clauses.push(format!("score <= {max}"));
+        }
+        if let Some(tag) = &filter.failure_tag {
+            let p = param(tag.clone(), &mut args);
+            clauses.push(
+                self.db
+                    .dialect()
+                    .json_array_contains("score_failure_tags", &p),
+            );
+        }
         if filter.needs_attention {
             // Constant SQL: the statuses are fixed words, not input.
             clauses.push(
@@ -214,11 +252,11 @@ impl Store {
         let completed = status.is_terminal().then_some(at);
         self.db
             .fetch_optional(
-                Sql::new(
+                Sql::dynamic(format!(
                     "UPDATE alert_sessions SET status = $2, last_interaction_at = $3, \
-                     started_at = COALESCE(started_at, $4), completed_at = COALESCE($5, completed_at) \
-                     WHERE id = $1 RETURNING *",
-                )
+                     started_at = COALESCE(started_at, $4), completed_at = COALESCE($5, completed_at), \
+                     {ENTER_REVIEW} WHERE id = $1 RETURNING *",
+                ))
                 .bind(id)
                 .bind(status.as_str())
                 .bind(at)
@@ -247,8 +285,8 @@ impl Store {
         let placeholders: Vec<String> = (0..from.len()).map(|i| format!("${}", i + 6)).collect();
         let mut sql = Sql::dynamic(format!(
             "UPDATE alert_sessions SET status = $2, last_interaction_at = $3, \
-             started_at = COALESCE(started_at, $4), completed_at = COALESCE($5, completed_at) \
-             WHERE id = $1 AND status IN ({})",
+             started_at = COALESCE(started_at, $4), completed_at = COALESCE($5, completed_at), \
+             {ENTER_REVIEW} WHERE id = $1 AND status IN ({})",
             placeholders.join(", ")
         ))
         .bind(id)
@@ -314,15 +352,17 @@ impl Store {
             )));
         }
         let at = now();
-        self.db
+        let cancelled = outcome.status == SessionStatus::Cancelled;
+        let session = self
+            .db
             .fetch_optional(
-                Sql::new(
+                Sql::dynamic(format!(
                     "UPDATE alert_sessions SET status = $2, final_analysis = $3, \
                      executive_summary = COALESCE(executive_summary, $4), \
                      executive_summary_error = COALESCE(executive_summary_error, $5), \
                      error_message = $6, completed_at = $7, \
-                     last_interaction_at = $7 WHERE id = $1 RETURNING *",
-                )
+                     last_interaction_at = $7, {ENTER_REVIEW} WHERE id = $1 RETURNING *",
+                ))
                 .bind(id)
                 .bind(outcome.status.as_str())
                 .bind(outcome.final_analysis)
@@ -337,7 +377,11 @@ impl Store {
                 // Counted where every mode writes the end of a session.
                 let took = s.started_at.and_then(|t| (at - t).to_std().ok());
                 tarsy_telemetry::global().session_finished(s.status.as_str(), took);
-            })
+            })?;
+        if cancelled {
+            self.auto_acknowledge(id, at).await?;
+        }
+        Ok(session)
     }
 
     /// Sets the executive summary or the reason it failed, independently of
