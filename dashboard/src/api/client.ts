@@ -9,6 +9,10 @@ import type {
   Health,
   LlmInteractionDetail,
   McpInteractionDetail,
+  BulkReviewRequest,
+  BulkReviewResponse,
+  Review,
+  ReviewRequest,
   ScoreHistory,
   ScoreResponse,
   SessionDetail,
@@ -16,6 +20,7 @@ import type {
   SessionTrace,
   SystemConfiguration,
   TimelineEvent,
+  Triage,
 } from './types';
 
 export class ApiError extends Error {
@@ -96,6 +101,11 @@ export const api = {
     request<CancelResponse>(`/api/v1/sessions/${enc(id)}/cancel`, { method: 'POST' }),
   scores: (id: string) => request<ScoreHistory>(`/api/v1/sessions/${enc(id)}/scores`),
   rescore: (id: string) => request<ScoreResponse>(`/api/v1/sessions/${enc(id)}/score`, { method: 'POST' }),
+  triage: () => request<Triage>('/api/v1/triage'),
+  review: (id: string, change: ReviewRequest) =>
+    request<Review>(`/api/v1/sessions/${enc(id)}/review`, { method: 'POST', body: JSON.stringify(change) }),
+  bulkReview: (change: BulkReviewRequest) =>
+    request<BulkReviewResponse>('/api/v1/reviews', { method: 'POST', body: JSON.stringify(change) }),
   chat: (id: string, content: string) =>
     request<ChatResponse>(`/api/v1/sessions/${enc(id)}/chat/messages`, {
       method: 'POST',

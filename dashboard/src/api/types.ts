@@ -59,5 +59,22 @@ export type ScoreStatus = Schemas['ScoreStatus'];
 export type SessionScore = Schemas['SessionScore'];
 export type ScoreHistory = Schemas['ScoreHistory'];
 export type ScoreResponse = Schemas['ScoreResponse'];
+/** A person's review of a finished session. */
+export type Review = Schemas['Review'];
+export type ReviewBadge = Schemas['ReviewBadge'];
+export type ReviewRating = Schemas['ReviewRating'];
+export type ReviewRequest = Schemas['ReviewRequest'];
+export type BulkReviewRequest = Schemas['BulkReviewRequest'];
+export type BulkReviewResponse = Schemas['BulkReviewResponse'];
+/** Sessions by where their review stands, with counts. */
+export type Triage = Schemas['Triage'];
+export type TriageGroup = Schemas['TriageGroup'];
+
+/** Ratings in the order a reviewer picks them, with their labels. */
+export const RATINGS: readonly [ReviewRating, string][] = [
+  ['accurate', 'Accurate'],
+  ['partially_accurate', 'Partially accurate'],
+  ['inaccurate', 'Inaccurate'],
+];
 /** The body of every error answer. */
 export type ErrorBody = Schemas['ErrorBody'];
