@@ -92,4 +92,41 @@ describe('triage', () => {
     await a.page.context().close();
     await b.page.context().close();
   });
+
+  it('shows the quality page: what to build next, tags, and where people and the judge disagree', async () => {
+    const id = await tarsy.submit('DashScored');
+    await tarsy.waitForStatus(id, ['completed']);
+    // Wait for the judge, then rate the investigation inaccurate although it scored 72.
+    await expect
+      .poll(async () => ((await (await fetch(`${tarsy.url}/api/v1/sessions/${id}`)).json()) as { score?: { status: string } }).score?.status, {
+        timeout: 30_000,
+      })
+      .toBe('completed');
+    const rated = await fetch(`${tarsy.url}/api/v1/sessions/${id}/review`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ action: 'complete', rating: 'inaccurate', feedback: 'wrong pod' }),
+    });
+    expect(rated.status).toBe(200);
+
+    const { page, problems } = await newPage(browser);
+    await page.goto(`${tarsy.url}/ui/quality`);
+    await page.getByRole('heading', { name: 'Quality', level: 1 }).waitFor();
+    // Both scored sessions' reports ask for the same tool.
+    const tool = page.locator('tr[data-tool="memory history"]');
+    await tool.waitFor();
+    expect(await tool.locator('td').first().textContent()).toContain('2');
+    expect(await page.locator('tr[data-tag="incomplete-evidence"] td').textContent()).toContain('2');
+    const disagreement = page.locator(`li[data-session-id="${id}"]`);
+    expect(await disagreement.textContent()).toBe('DashScored: scored 72, rated Inaccurate');
+    expect(await seriousA11yViolations(page)).toEqual([]);
+    const shot = screenshotPath('quality');
+    if (shot) await page.screenshot({ path: shot, fullPage: true });
+    // A failure tag opens the session list filtered by it.
+    await page.getByRole('link', { name: 'incomplete-evidence' }).click();
+    await page.getByText('Only sessions whose score is tagged').waitFor();
+    await expect.poll(() => page.locator('tr[data-session-id]').count(), { timeout: 10_000 }).toBe(2);
+    expect(problems).toEqual([]);
+    await page.context().close();
+  });
 });

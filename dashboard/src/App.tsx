@@ -10,6 +10,7 @@ import { SessionsPage } from './pages/SessionsPage';
 const SessionPage = lazy(() => import('./pages/SessionPage').then((m) => ({ default: m.SessionPage })));
 const TracePage = lazy(() => import('./pages/TracePage').then((m) => ({ default: m.TracePage })));
 const TriagePage = lazy(() => import('./pages/TriagePage').then((m) => ({ default: m.TriagePage })));
+const QualityPage = lazy(() => import('./pages/QualityPage').then((m) => ({ default: m.QualityPage })));
 const ScoringPage = lazy(() => import('./pages/ScoringPage').then((m) => ({ default: m.ScoringPage })));
 const SubmitPage = lazy(() => import('./pages/SubmitPage').then((m) => ({ default: m.SubmitPage })));
 const SystemPage = lazy(() => import('./pages/SystemPage').then((m) => ({ default: m.SystemPage })));
@@ -41,6 +42,7 @@ export function App() {
               Sessions
             </NavLink>
             <NavLink to="/triage">Triage</NavLink>
+            <NavLink to="/quality">Quality</NavLink>
             <NavLink to="/submit">Submit alert</NavLink>
             <NavLink to="/system">System</NavLink>
           </nav>
@@ -54,6 +56,7 @@ export function App() {
               <Route path="/sessions/:id/trace" element={<TracePage />} />
               <Route path="/sessions/:id/scoring" element={<ScoringPage />} />
               <Route path="/triage" element={<TriagePage />} />
+              <Route path="/quality" element={<QualityPage />} />
               <Route path="/submit" element={<SubmitPage />} />
               <Route path="/system" element={<SystemPage />} />
               <Route path="*" element={<NotFoundPage />} />

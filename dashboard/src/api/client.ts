@@ -20,6 +20,7 @@ import type {
   SessionTrace,
   SystemConfiguration,
   TimelineEvent,
+  Quality,
   Triage,
 } from './types';
 
@@ -69,6 +70,8 @@ export interface SessionQuery {
   page?: number;
   page_size?: number;
   needs_attention?: boolean;
+  /** A failure tag of the judge's score. */
+  failure_tag?: string;
   sort?: string;
   order?: 'asc' | 'desc';
 }
@@ -76,7 +79,7 @@ export interface SessionQuery {
 export function sessionQueryString(query: SessionQuery): string {
   const params = new URLSearchParams();
   if (query.status?.length) params.set('status', query.status.join(','));
-  for (const key of ['alert_type', 'chain_id', 'author', 'q', 'sort', 'order'] as const) {
+  for (const key of ['alert_type', 'chain_id', 'author', 'q', 'failure_tag', 'sort', 'order'] as const) {
     const value = query[key];
     if (value) params.set(key, value);
   }
@@ -102,6 +105,12 @@ export const api = {
   scores: (id: string) => request<ScoreHistory>(`/api/v1/sessions/${enc(id)}/scores`),
   rescore: (id: string) => request<ScoreResponse>(`/api/v1/sessions/${enc(id)}/score`, { method: 'POST' }),
   triage: () => request<Triage>('/api/v1/triage'),
+  quality: (query: { days: number; chain_id?: string; alert_type?: string }) => {
+    const params = new URLSearchParams({ days: String(query.days) });
+    if (query.chain_id) params.set('chain_id', query.chain_id);
+    if (query.alert_type) params.set('alert_type', query.alert_type);
+    return request<Quality>(`/api/v1/quality?${params.toString()}`);
+  },
   review: (id: string, change: ReviewRequest) =>
     request<Review>(`/api/v1/sessions/${enc(id)}/review`, { method: 'POST', body: JSON.stringify(change) }),
   bulkReview: (change: BulkReviewRequest) =>

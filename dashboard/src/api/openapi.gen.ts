@@ -222,6 +222,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/quality": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * How good the investigations were
+         * @description Over the sessions finished in the window: the judge's scores by day, chain and alert type; failure tags by frequency; people's ratings against the scores, with the sessions where they disagree; the tools the judge's reports ask for most.
+         */
+        get: operations["quality"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions/{id}/timeline": {
         parameters: {
             query?: never;
@@ -659,6 +679,23 @@ export interface components {
             error?: string | null;
         };
         /**
+         * @description A session where the judge and the reviewer disagree: rated accurate but
+         *     scored poor, or rated inaccurate but scored good.
+         */
+        Disagreement: {
+            /** @description The session. */
+            session_id: string;
+            /** @description Its alert type. */
+            alert_type: string;
+            /**
+             * Format: int64
+             * @description The judge's score.
+             */
+            score: number;
+            /** @description The reviewer's rating. */
+            rating: string;
+        };
+        /**
          * @description The body of every error response.
          * @example {
          *       "error": "not_found",
@@ -966,6 +1003,46 @@ export interface components {
          * @enum {string}
          */
         ParallelType: "multi_agent" | "replica";
+        /** @description Answer of `GET /api/v1/quality`. */
+        Quality: {
+            /**
+             * Format: int64
+             * @description The window, in days.
+             */
+            days: number;
+            /** @description Scores by day, chain and alert type. */
+            score_days: components["schemas"]["ScoreDay"][];
+            /** @description Failure tags, most given first. */
+            failure_tags: components["schemas"]["TagCount"][];
+            /** @description Ratings against scores. */
+            ratings: components["schemas"]["Ratings"];
+            /** @description Missing tools the judge asked for, most asked first. */
+            missing_tools: components["schemas"]["ToolMention"][];
+            /** @description Existing tools the judge found hard to use, most named first. */
+            hard_to_use: components["schemas"]["ToolMention"][];
+        };
+        /** @description Rated and scored sessions of one rating and one score band. */
+        RatingBand: {
+            /** @description The reviewer's rating. */
+            rating: string;
+            /** @description The judge's band: `good` (60–100), `partial` (35–59), `poor` (0–34). */
+            band: string;
+            /**
+             * Format: int64
+             * @description Sessions.
+             */
+            count: number;
+        };
+        /** @description People's ratings against the judge's scores. */
+        Ratings: {
+            /** @description Rated and scored sessions by rating and score band. */
+            matrix: components["schemas"]["RatingBand"][];
+            /**
+             * @description The newest sessions where they disagree (rated accurate but scored
+             *     0–34, or rated inaccurate but scored 60–100).
+             */
+            disagreements: components["schemas"]["Disagreement"][];
+        };
         /**
          * @description Identifies where a record belongs. Stage and execution are absent for
          *     session-level records (the executive summary).
@@ -1079,6 +1156,40 @@ export interface components {
             score?: number | null;
             /** @description Failure tags of that attempt. */
             failure_tags: string[];
+        };
+        /** @description Scores of one day, chain and alert type. */
+        ScoreDay: {
+            /** @description The day (UTC), `YYYY-MM-DD`. */
+            day: string;
+            /** @description The chain. */
+            chain_id: string;
+            /** @description The alert type. */
+            alert_type: string;
+            /**
+             * Format: int64
+             * @description Sessions scored.
+             */
+            scored: number;
+            /**
+             * Format: double
+             * @description Their average score.
+             */
+            average: number;
+            /**
+             * Format: int64
+             * @description Scores 60–100 (correct and supported).
+             */
+            good: number;
+            /**
+             * Format: int64
+             * @description Scores 35–59 (partly correct or weakly supported).
+             */
+            partial: number;
+            /**
+             * Format: int64
+             * @description Scores 0–34 (wrong or unsupported).
+             */
+            poor: number;
         };
         /** @description Answer of `GET /api/v1/sessions/{id}/scores`. */
         ScoreHistory: {
@@ -1403,6 +1514,16 @@ export interface components {
              */
             created_at: string;
         };
+        /** @description How often a failure tag was given. */
+        TagCount: {
+            /** @description The tag. */
+            tag: string;
+            /**
+             * Format: int64
+             * @description Sessions whose score carries it.
+             */
+            count: number;
+        };
         /** @description A stored timeline event. */
         TimelineEvent: components["schemas"]["RecordScope"] & {
             /** @description Event id. */
@@ -1472,6 +1593,17 @@ export interface components {
             name: string;
             /** @description Arguments: a JSON string for function calling, free text for ReAct. */
             arguments: string;
+        };
+        /** @description A tool the judge's reports name, with how often. */
+        ToolMention: {
+            /** @description The tool, as the judge named it (the text before its first colon). */
+            tool: string;
+            /** @description Sessions whose report names it. */
+            count: number;
+            /** @description What the reports say about it (the first few). */
+            notes: string[];
+            /** @description Some of those sessions. */
+            sessions: string[];
         };
         /** @description One execution of a [`TraceStage`]. */
         TraceExecution: {
@@ -2359,6 +2491,69 @@ export interface operations {
                 };
             };
             /** @description An unknown parameter or a limit out of range. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    quality: {
+        parameters: {
+            query?: {
+                /** @description Sessions finished in the last this many days (default 30, at most 365). */
+                days?: number;
+                /** @description Exact chain. */
+                chain_id?: string;
+                /** @description Exact alert type. */
+                alert_type?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The aggregates. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quality"];
+                };
+            };
+            /** @description An unknown parameter or a window out of range. */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -69,6 +69,8 @@ export type BulkReviewResponse = Schemas['BulkReviewResponse'];
 /** Sessions by where their review stands, with counts. */
 export type Triage = Schemas['Triage'];
 export type TriageGroup = Schemas['TriageGroup'];
+/** The quality page's aggregates. */
+export type Quality = Schemas['Quality'];
 
 /** Ratings in the order a reviewer picks them, with their labels. */
 export const RATINGS: readonly [ReviewRating, string][] = [

@@ -31,6 +31,7 @@ function useListQuery(): [SessionQuery & { attention: boolean }, (changes: Recor
       chain_id: params.get('chain_id') ?? undefined,
       author: params.get('author') ?? undefined,
       q: params.get('q') ?? undefined,
+      failure_tag: params.get('failure_tag') ?? undefined,
       page: Number(params.get('page') ?? '1') || 1,
       page_size: Number(params.get('page_size') ?? '20') || 20,
       sort: params.get('sort') ?? undefined,
@@ -191,6 +192,14 @@ export function SessionsPage() {
         </Filter>
       </form>
 
+      {query.failure_tag && (
+        <p className="filter-note">
+          Only sessions whose score is tagged <code>{query.failure_tag}</code>{' '}
+          <button type="button" className="button-small" onClick={() => update({ failure_tag: null })}>
+            Show all
+          </button>
+        </p>
+      )}
       {sessions.isError && (
         <p role="alert" className="error">
           Cannot load sessions: {sessions.error.message}

@@ -153,9 +153,75 @@ async fn an_outage_never_touches_the_investigation(db_url: String) {
     app.shutdown().await;
 }
 
+/// The judge's score arrives after the end notice and is replied in the
+/// investigation's thread, with its tags, the missing tools and a link to
+/// the assessment.
+async fn the_score_is_replied_in_the_thread(db_url: String) {
+    let slack = FakeSlack::start().await;
+    let script = ScriptedLlm::new();
+    script
+        .push_route(
+            "Alpha",
+            ScriptedResponse::text("FINAL: the pod is OOMKilled."),
+        )
+        .push(ScriptedResponse::text("Pod web-0 is OOMKilled."))
+        .push_route(
+            "ScoringAgent",
+            ScriptedResponse::text(
+                "VERDICT: correct\nFAILURE TAGS: incomplete-evidence\nSCORE: 77",
+            ),
+        )
+        .push_route(
+            "ScoringAgent",
+            ScriptedResponse::text("MISSING TOOLS:\n- node memory: was the node short?"),
+        );
+    let peers = Peers::start(script).await;
+    let scored = CHAINS.replace(
+        "slackChannel: \"#payments-oncall\"",
+        "slackChannel: \"#payments-oncall\"\n  scoring: {enabled: true}",
+    );
+    let mut options = peers.options(peers.config(&scored), &db_url);
+    options.slack = Some(settings(&slack, false));
+    let app = TestApp::start(options).await;
+    let id = app.submit("Paged", "pod: web-0").await;
+    assert_eq!(app.finish(&id).await["status"], "completed");
+    let posted = slack.wait_for(2).await;
+    let (end, score) = (&posted[0], &posted[1]);
+    assert!(end.text.contains("*Paged* completed"), "{}", end.text);
+    assert_eq!(
+        score.thread_ts.as_deref(),
+        Some(end.ts.as_str()),
+        "replied in the thread"
+    );
+    assert_eq!(score.channel, "#payments-oncall");
+    assert!(
+        score
+            .text
+            .contains("scored this investigation *77/100* (incomplete-evidence)"),
+        "{}",
+        score.text
+    );
+    assert!(
+        score
+            .text
+            .contains("Missing tools: node memory: was the node short?"),
+        "{}",
+        score.text
+    );
+    assert!(
+        score.text.contains(&format!(
+            "<https://tarsy.example.com/ui/sessions/{id}/scoring|the assessment>"
+        )),
+        "{}",
+        score.text
+    );
+    app.shutdown().await;
+}
+
 on_both_backends!(
     start_and_end_in_one_thread,
-    an_outage_never_touches_the_investigation
+    an_outage_never_touches_the_investigation,
+    the_score_is_replied_in_the_thread
 );
 
 fn session(id: &str) -> NewSession {
@@ -186,6 +252,7 @@ async fn episodes_of_one_alert_share_its_thread_and_429_is_honoured() {
         session,
         channel: None,
         thread_key: Some("3f2a9c1e".into()),
+        score: None,
     };
     let first = store.get_session("episode-1").await.unwrap();
     notifier.send(notice(first));

@@ -18,7 +18,7 @@ use tarsy_chain::{PendingSession, admit};
 use tarsy_config::Config;
 use tarsy_core::ScoreStatus;
 use tarsy_crds::contract::{CHAT_ANNOTATION, EXPIRED_ANNOTATION, SCORE_ANNOTATION, owned_by};
-use tarsy_crds::{AgentExecution, Alert, AlertPhase};
+use tarsy_crds::{AgentExecution, Alert, AlertPhase, AlertStatus};
 use tarsy_exec::notify::Notice;
 use tarsy_exec::scoring::Judgement;
 use tarsy_exec::workflow::perform;
@@ -193,6 +193,7 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
     }
     if Some(&out.status) != alert.status.as_ref() {
         apply_status::<Alert, _>(&ctx.client, &ns, &name, &out.status).await?;
+        notify_score(ctx, &alert, &config, &out.status).await;
     }
     let summary_recorded =
         out.status.executive_summary.is_some() || out.status.executive_summary_error.is_some();
@@ -385,17 +386,67 @@ async fn notify(ctx: &Context, alert: &Alert, config: &Config, ops: &[StoreOp]) 
                 continue;
             }
         };
-        notifier.send(Notice {
-            channel: config
-                .chain(&session.chain_id)
-                .and_then(|c| c.spec.slack_channel.clone()),
-            thread_key: alert
-                .spec
-                .source
-                .as_ref()
-                .and_then(|s| s.fingerprint.clone()),
-            session,
-        });
+        notifier.send(notice(alert, config, session, None));
+    }
+}
+
+/// The Slack notice of `session` (its chain's channel, threaded by the
+/// Alertmanager fingerprint when the Alert has one).
+fn notice(
+    alert: &Alert,
+    config: &Config,
+    session: tarsy_store::Session,
+    score: Option<tarsy_store::SessionScore>,
+) -> Notice {
+    Notice {
+        channel: config
+            .chain(&session.chain_id)
+            .and_then(|c| c.spec.slack_channel.clone()),
+        thread_key: alert
+            .spec
+            .source
+            .as_ref()
+            .and_then(|s| s.fingerprint.clone()),
+        session,
+        score,
+    }
+}
+
+/// Replies a score that arrived in this reconcile (the status shows a new
+/// latest attempt's end) in the session's Slack thread: fail-open.
+async fn notify_score(ctx: &Context, alert: &Alert, config: &Config, after: &AlertStatus) {
+    let Some(notifier) = &ctx.notifier else {
+        return;
+    };
+    let scored = |s: Option<&AlertStatus>| {
+        s.and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == crate::conditions::SCORED)
+        })
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    let now = scored(Some(after));
+    if now == scored(alert.status.as_ref())
+        || now
+            .as_ref()
+            .is_none_or(|(_, reason, _)| reason == "Scoring")
+    {
+        return;
+    }
+    let Some(uid) = alert.uid() else { return };
+    let (session, attempts) = match tokio::try_join!(
+        ctx.store.get_session(&uid),
+        ctx.store.session_scores(&uid)
+    ) {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(session_id = %uid, error = %e, "no Slack score reply: the session is unreadable");
+            return;
+        }
+    };
+    if let Some(attempt) = attempts.into_iter().next() {
+        notifier.send(notice(alert, config, session, Some(attempt)));
     }
 }
 

@@ -25,6 +25,7 @@ pub mod dashboard;
 mod error;
 mod handlers;
 mod openapi;
+mod quality;
 mod review;
 mod system;
 mod ws;

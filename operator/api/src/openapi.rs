@@ -15,7 +15,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::{AppState, handlers, review};
+use crate::{AppState, handlers, quality, review};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -53,6 +53,7 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(review::get_review, review::change_review))
         .routes(routes!(review::bulk_review))
         .routes(routes!(review::triage))
+        .routes(routes!(quality::quality))
         .routes(routes!(handlers::timeline))
         .routes(routes!(handlers::trace))
         .routes(routes!(handlers::llm_interaction))

@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tarsy_core::{SecretValue, SessionStatus};
-use tarsy_store::{Session, Store};
+use tarsy_core::{ScoreStatus, SecretValue, SessionStatus};
+use tarsy_store::{Session, SessionScore, Store};
 
 pub use tarsy_config::DEFAULT_SLACK_API_URL;
 
@@ -54,6 +54,9 @@ pub struct Notice {
     pub channel: Option<String>,
     /// What messages thread by (default: the session id).
     pub thread_key: Option<String>,
+    /// The judge's scoring attempt that just ended: the notice is then the
+    /// score, replied in the session's thread, instead of its status.
+    pub score: Option<SessionScore>,
 }
 
 /// Posts notices to Slack.
@@ -122,7 +125,10 @@ impl SlackNotifier {
             .thread_key
             .clone()
             .unwrap_or_else(|| notice.session.id.clone());
-        let text = self.text(&notice.session);
+        let text = match &notice.score {
+            Some(attempt) => self.score_text(&notice.session, attempt),
+            None => self.text(&notice.session),
+        };
         let thread = self.store.slack_thread(&key, &channel).await?;
         let ts = self.post(&channel, &text, thread.as_deref()).await?;
         if thread.is_none() {
@@ -215,6 +221,42 @@ impl SlackNotifier {
         {
             text.push_str("\n\n");
             text.push_str(&clip(detail, MAX_TEXT_CHARS));
+        }
+        text
+    }
+}
+
+impl SlackNotifier {
+    /// The judge's verdict as a thread reply: the score and failure tags
+    /// (or why there is none), the first missing tools, the link.
+    fn score_text(&self, s: &Session, attempt: &SessionScore) -> String {
+        let mut text = match attempt.score {
+            Some(score) if attempt.status == ScoreStatus::Completed => {
+                let tags = if attempt.failure_tags.is_empty() {
+                    "no failure tag".to_string()
+                } else {
+                    attempt.failure_tags.join(", ")
+                };
+                format!(":bar_chart: The judge scored this investigation *{score}/100* ({tags})")
+            }
+            _ => format!(
+                ":grey_question: The judge could not score this investigation: {}",
+                attempt.error.as_deref().unwrap_or("the attempt failed")
+            ),
+        };
+        if let Some(base) = &self.settings.dashboard_url {
+            text.push_str(&format!(
+                " — <{}/ui/sessions/{}/scoring|the assessment>",
+                base.trim_end_matches('/'),
+                s.id
+            ));
+        }
+        if let Some(report) = &attempt.tool_report {
+            let missing = tarsy_scoring::parse_tool_report(report).missing;
+            if !missing.is_empty() {
+                text.push_str("\nMissing tools: ");
+                text.push_str(&clip(&missing.join("; "), MAX_TEXT_CHARS / 4));
+            }
         }
         text
     }

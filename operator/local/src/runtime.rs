@@ -130,6 +130,17 @@ impl Runtime {
     /// Sends the session's Slack notice as it is now stored (in the
     /// background; fail-open).
     pub(crate) async fn notify(&self, session_id: &str) {
+        self.notify_with(session_id, None).await;
+    }
+
+    /// Replies the judge's ended attempt in the session's Slack thread (in
+    /// the background; fail-open).
+    pub(crate) async fn notify_score(&self, attempt: tarsy_store::SessionScore) {
+        let session_id = attempt.session_id.clone();
+        self.notify_with(&session_id, Some(attempt)).await;
+    }
+
+    async fn notify_with(&self, session_id: &str, score: Option<tarsy_store::SessionScore>) {
         let Some(notifier) = &self.notifier else {
             return;
         };
@@ -141,6 +152,7 @@ impl Runtime {
                     .and_then(|c| c.spec.slack_channel.clone()),
                 thread_key: None,
                 session,
+                score,
             }),
             Err(e) => {
                 tracing::warn!(session_id, error = %e, "no Slack notice: the session is unreadable")

@@ -85,7 +85,8 @@ async fn start(
         let deadline = Instant::now() + timeout;
         match judgement.run(&rt.launcher, judge, deadline, cancel).await {
             Ok(attempt) => {
-                tracing::info!(session_id = %judgement.session_id, status = %attempt.status, score = ?attempt.score, "session scored")
+                tracing::info!(session_id = %judgement.session_id, status = %attempt.status, score = ?attempt.score, "session scored");
+                rt.notify_score(attempt).await;
             }
             Err(e) => {
                 tracing::warn!(session_id = %judgement.session_id, error = %e, "the scoring attempt failed")

@@ -26,6 +26,7 @@ mod events;
 mod interactions;
 mod model;
 mod notifications;
+mod quality;
 mod recorder;
 mod reviews;
 mod scores;
@@ -55,6 +56,7 @@ pub use model::{
     ScoreBadge, Session, SessionFilter, SessionOutcome, SessionPage, SessionSort, SessionSortKey,
     SessionSummary, SessionTrace, Stage, StoredEvent, TraceExecution, TraceStage,
 };
+pub use quality::{Disagreement, QualityFilter, RatingBand, ScoreDay, TagCount, ToolReportRow};
 pub use reviews::{Review, ReviewChange, ReviewEvent, TARSY_ACTOR};
 pub use scores::{ScoreResult, ScoreStatus, SessionScore};
 pub use warnings::StoredWarning;

@@ -368,7 +368,40 @@ impl Store {
         if !changed {
             return Err(conflict(session_id, change, review.as_ref()));
         }
-        review.ok_or_else(|| StoreError::not_found(REVIEW, session_id))
+        let review = review.ok_or_else(|| StoreError::not_found(REVIEW, session_id))?;
+        if matches!(
+            change,
+            ReviewChange::Complete { .. } | ReviewChange::Acknowledge { .. }
+        ) {
+            // Counted where every mode writes a review.
+            self.count_review(&review, at).await;
+        }
+        Ok(review)
+    }
+
+    /// Counts a review by its rating (`acknowledged` without one) and
+    /// observes how long after the session's end it came. The review is
+    /// stored already: a failed read of the end time only skips that.
+    async fn count_review(&self, review: &Review, at: DateTime<Utc>) {
+        let rating = review.rating.map_or("acknowledged", |r| r.as_str());
+        let finished = self
+            .db
+            .fetch_optional::<(Option<DateTime<Utc>>,)>(
+                Sql::new("SELECT completed_at FROM alert_sessions WHERE id = $1")
+                    .bind(review.session_id.as_str()),
+            )
+            .await;
+        let finished = match finished {
+            Ok(row) => row.and_then(|(t,)| t),
+            Err(e) => {
+                tracing::warn!(session_id = %review.session_id, error = %e,
+                    "cannot read the reviewed session's end");
+                None
+            }
+        };
+        let reviewed = review.reviewed_at.unwrap_or(at);
+        let after = finished.and_then(|f| (reviewed - f).to_std().ok());
+        tarsy_telemetry::global().session_reviewed(rating, after);
     }
 
     /// Logs that TARSy reviewed a cancelled session itself (once; a session

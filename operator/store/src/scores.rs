@@ -200,7 +200,36 @@ impl Store {
                 .bind(now()),
             ])
             .await?;
-        self.ended(id, n).await
+        let attempt = self.ended(id, n).await?;
+        // Counted where every mode writes a completed attempt.
+        let (chain, alert_type) = self.score_labels(&attempt.session_id).await;
+        tarsy_telemetry::global().session_scored(tarsy_telemetry::SessionScored {
+            chain: &chain,
+            alert_type: &alert_type,
+            score: result.score,
+            failure_tags: &result.failure_tags,
+        });
+        Ok(attempt)
+    }
+
+    /// The chain and alert type a score is counted under. The attempt is
+    /// stored already: a failed read leaves the labels empty rather than
+    /// failing the call.
+    async fn score_labels(&self, session_id: &str) -> (String, String) {
+        let read = self
+            .db
+            .fetch_optional::<(String, String)>(
+                Sql::new("SELECT chain_id, alert_type FROM alert_sessions WHERE id = $1")
+                    .bind(session_id),
+            )
+            .await;
+        match read {
+            Ok(labels) => labels.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(session_id, error = %e, "cannot read the scored session's chain");
+                Default::default()
+            }
+        }
     }
 
     /// Ends a running attempt without a score, saying why. A conflict when
@@ -224,7 +253,9 @@ impl Store {
                 .bind(now()),
             ])
             .await?;
-        self.ended(id, n).await
+        let attempt = self.ended(id, n).await?;
+        tarsy_telemetry::global().scoring_failed();
+        Ok(attempt)
     }
 
     async fn ended(&self, id: &str, updated: u64) -> Result<SessionScore> {

@@ -108,6 +108,53 @@ struct OutcomeLabels {
     outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScoreLabels {
+    chain: String,
+    alert_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TagLabels {
+    tag: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RatingLabels {
+    rating: String,
+}
+
+/// How a scoring attempt of a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScoringOutcome {
+    /// The judge gave a score.
+    Completed,
+    /// The attempt ended without a score.
+    Failed,
+}
+
+impl ScoringOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// A judge's score of a finished session (see [`Telemetry::session_scored`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SessionScored<'a> {
+    /// The session's chain.
+    pub chain: &'a str,
+    /// The session's alert type.
+    pub alert_type: &'a str,
+    /// 0–100.
+    pub score: u8,
+    /// The failure tags the judge gave.
+    pub failure_tags: &'a [String],
+}
+
 /// How an MCP tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum McpOutcome {
@@ -167,6 +214,11 @@ pub struct Telemetry {
     stage_duration: Family<StatusLabels, Histogram, fn() -> Histogram>,
     webhook_alerts: Family<OutcomeLabels, Counter>,
     notifications: Family<NotificationLabels, Counter>,
+    session_scores: Family<ScoreLabels, Histogram, fn() -> Histogram>,
+    score_failure_tags: Family<TagLabels, Counter>,
+    scoring_attempts: Family<OutcomeLabels, Counter>,
+    reviews: Family<RatingLabels, Counter>,
+    time_to_review: Histogram,
     totals: Totals,
 }
 
@@ -218,6 +270,19 @@ fn token_counts() -> Histogram {
 fn short_seconds() -> Histogram {
     Histogram::new([
         0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    ])
+}
+
+/// Judge scores: 0–100 in tens.
+fn score_points() -> Histogram {
+    Histogram::new([10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0])
+}
+
+/// From a session's end to its review: a minute to a month.
+fn review_seconds() -> Histogram {
+    Histogram::new([
+        60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0, 172800.0, 604800.0,
+        2592000.0,
     ])
 }
 
@@ -326,9 +391,46 @@ impl Telemetry {
             "Notifications by channel (slack) and outcome (sent, failed)",
             notifications.clone(),
         );
+        let session_scores = Family::new_with_constructor(score_points as fn() -> Histogram);
+        registry.register(
+            "tarsy_session_score",
+            "The judge's scores (0-100) of finished sessions, by chain and alert type",
+            session_scores.clone(),
+        );
+        let score_failure_tags = Family::default();
+        registry.register(
+            "tarsy_score_failure_tags",
+            "Failure tags the judge gave finished sessions, by tag",
+            score_failure_tags.clone(),
+        );
+        let scoring_attempts = Family::default();
+        registry.register(
+            "tarsy_scoring_attempts",
+            "Scoring attempts that ended, by outcome (completed, failed)",
+            scoring_attempts.clone(),
+        );
+        let reviews = Family::default();
+        registry.register(
+            "tarsy_reviews",
+            "Sessions people reviewed, by rating (accurate, partially_accurate, inaccurate, \
+             acknowledged without a rating)",
+            reviews.clone(),
+        );
+        let time_to_review = review_seconds();
+        registry.register_with_unit(
+            "tarsy_time_to_review",
+            "Time from a session's end to a person's review of it",
+            Unit::Seconds,
+            time_to_review.clone(),
+        );
         Self {
             registry,
             notifications,
+            session_scores,
+            score_failure_tags,
+            scoring_attempts,
+            reviews,
+            time_to_review,
             totals: Totals::default(),
             llm_duration,
             llm_tokens,
@@ -499,6 +601,50 @@ impl Telemetry {
             .inc();
     }
 
+    /// Records a completed scoring attempt: its score and failure tags.
+    pub fn session_scored(&self, scored: SessionScored<'_>) {
+        self.scoring_attempts
+            .get_or_create(&OutcomeLabels {
+                outcome: ScoringOutcome::Completed.as_str(),
+            })
+            .inc();
+        self.session_scores
+            .get_or_create(&ScoreLabels {
+                chain: scored.chain.to_string(),
+                alert_type: scored.alert_type.to_string(),
+            })
+            .observe(f64::from(scored.score));
+        for tag in scored.failure_tags {
+            self.score_failure_tags
+                .get_or_create(&TagLabels { tag: tag.clone() })
+                .inc();
+        }
+    }
+
+    /// Records a scoring attempt that ended without a score.
+    pub fn scoring_failed(&self) {
+        self.scoring_attempts
+            .get_or_create(&OutcomeLabels {
+                outcome: ScoringOutcome::Failed.as_str(),
+            })
+            .inc();
+    }
+
+    /// Records a person's review of a session: `rating` (`accurate`,
+    /// `partially_accurate`, `inaccurate`, or `acknowledged` for a review
+    /// without one) and how long after the session's end it came, when
+    /// known.
+    pub fn session_reviewed(&self, rating: &str, after_finish: Option<Duration>) {
+        self.reviews
+            .get_or_create(&RatingLabels {
+                rating: rating.to_string(),
+            })
+            .inc();
+        if let Some(d) = after_finish {
+            self.time_to_review.observe(d.as_secs_f64());
+        }
+    }
+
     /// The text exposition of every metric, followed by `extra` (metrics a
     /// caller computes at scrape time, already in text format, without the
     /// final `# EOF`).
@@ -575,6 +721,55 @@ mod tests {
             "gen_ai_client_token_usage_sum{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"gpt-5\",tarsy_llm_provider=\"gpt\",gen_ai_token_type=\"input\"} 1200.0"
         ), "{text}");
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn scores_and_reviews_are_counted() {
+        let t = Telemetry::new();
+        let tags = [
+            "premature-conclusion".to_string(),
+            "wrong-conclusion".to_string(),
+        ];
+        for score in [35, 95] {
+            t.session_scored(SessionScored {
+                chain: "k8s",
+                alert_type: "PodCrashLooping",
+                score,
+                failure_tags: &tags[..1],
+            });
+        }
+        t.session_scored(SessionScored {
+            chain: "k8s",
+            alert_type: "PodCrashLooping",
+            score: 10,
+            failure_tags: &tags,
+        });
+        t.scoring_failed();
+        t.session_reviewed("accurate", Some(Duration::from_secs(90)));
+        t.session_reviewed("acknowledged", None);
+        let text = t.encode("");
+        let labels = "chain=\"k8s\",alert_type=\"PodCrashLooping\"";
+        for line in [
+            format!("tarsy_session_score_count{{{labels}}} 3"),
+            format!("tarsy_session_score_sum{{{labels}}} 140.0"),
+            // The bucket bounds are inclusive: 10 is in le=10.
+            format!("tarsy_session_score_bucket{{le=\"10.0\",{labels}}} 1"),
+            format!("tarsy_session_score_bucket{{le=\"40.0\",{labels}}} 2"),
+            format!("tarsy_session_score_bucket{{le=\"90.0\",{labels}}} 2"),
+            format!("tarsy_session_score_bucket{{le=\"100.0\",{labels}}} 3"),
+            "tarsy_score_failure_tags_total{tag=\"premature-conclusion\"} 3".into(),
+            "tarsy_score_failure_tags_total{tag=\"wrong-conclusion\"} 1".into(),
+            "tarsy_scoring_attempts_total{outcome=\"completed\"} 3".into(),
+            "tarsy_scoring_attempts_total{outcome=\"failed\"} 1".into(),
+            "tarsy_reviews_total{rating=\"accurate\"} 1".into(),
+            "tarsy_reviews_total{rating=\"acknowledged\"} 1".into(),
+            "tarsy_time_to_review_seconds_count 1".into(),
+            "tarsy_time_to_review_seconds_sum 90.0".into(),
+            "tarsy_time_to_review_seconds_bucket{le=\"60.0\"} 0".into(),
+            "tarsy_time_to_review_seconds_bucket{le=\"300.0\"} 1".into(),
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+        }
     }
 
     #[test]

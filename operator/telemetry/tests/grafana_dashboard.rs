@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use tarsy_telemetry::{LlmCall, McpOutcome};
+use tarsy_telemetry::{LlmCall, McpOutcome, SessionScored};
 
 /// The operator's metrics (`kubernetes/controller/src/metrics.rs`, registry
 /// prefix `tarsy_operator`): the operator crate is too heavy a dependency
@@ -80,6 +80,14 @@ fn telemetry_samples() -> BTreeSet<String> {
     t.stage_finished("completed", Duration::from_secs(30));
     t.webhook_alert("created");
     t.notification("slack", "sent");
+    t.session_scored(SessionScored {
+        chain: "kubernetes",
+        alert_type: "PodCrashLooping",
+        score: 80,
+        failure_tags: &["incomplete-evidence".to_string()],
+    });
+    t.scoring_failed();
+    t.session_reviewed("accurate", Some(Duration::from_secs(600)));
     let text = t.encode("");
 
     let mut families = BTreeMap::new();

@@ -12,7 +12,11 @@ use tarsy_store::{ScoreResult, SessionOutcome, Store};
 use crate::common::{TestApp, ws_connect, ws_next, ws_subscribe};
 use crate::on_both_backends;
 
-on_both_backends!(review_flow_by_the_forwarded_user, bulk_triage_and_filters);
+on_both_backends!(
+    review_flow_by_the_forwarded_user,
+    bulk_triage_and_filters,
+    quality_digests_tool_reports
+);
 
 async fn trusting(store: &Store) -> TestApp {
     TestApp::start_with(
@@ -287,6 +291,71 @@ async fn bulk_triage_and_filters(store: Store) {
         "score_max=-1",
     ] {
         let (status, body) = app.get(&format!("/api/v1/sessions?{bad}")).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+}
+
+async fn quality_digests_tool_reports(store: Store) {
+    let app = trusting(&store).await;
+    for (n, report) in [
+        "MISSING TOOLS:\n- Node memory: was the node short?\n\nHARD TO USE:\n- prometheus.query_range: absolute times",
+        "MISSING TOOLS:\n- node memory: history\n- rollout diff: two revisions at once",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let id = app.submit().await;
+        finish(&store, &id, SessionStatus::Completed).await;
+        let attempt = store.start_score_attempt(&id, None, None).await.unwrap();
+        store
+            .complete_score(
+                &attempt.id,
+                &ScoreResult {
+                    score: 40 + 30 * n as u8,
+                    outcome: "partial".into(),
+                    failure_tags: vec!["incomplete-evidence".into()],
+                    assessment: "SCORE".into(),
+                    tool_report: Some(report.to_string()),
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let (status, q) = app.get("/api/v1/quality?days=7").await;
+    assert_eq!(status, 200, "{q}");
+    assert_eq!(
+        q["failure_tags"],
+        json!([{"tag": "incomplete-evidence", "count": 2}])
+    );
+    let missing: Vec<(String, u64)> = q["missing_tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["tool"].as_str().unwrap().to_string(),
+                m["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Named as the newest report names it.
+    assert_eq!(
+        missing,
+        [
+            ("node memory".to_string(), 2),
+            ("rollout diff".to_string(), 1)
+        ]
+    );
+    assert_eq!(q["hard_to_use"][0]["tool"], "prometheus.query_range");
+    let scored: u64 = q["score_days"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["scored"].as_u64().unwrap())
+        .sum();
+    assert_eq!(scored, 2);
+    for bad in ["days=0", "days=400", "since=3"] {
+        let (status, body) = app.get(&format!("/api/v1/quality?{bad}")).await;
         assert_eq!(status, 400, "{bad}: {body}");
     }
 }
