@@ -30,7 +30,7 @@ pub use case::{Case, discover};
 pub use config::load_config;
 pub use error::EvalError;
 pub use report::{Report, Summary, case_lines};
-pub use run::{CaseResult, EvalOptions, run_case};
+pub use run::{CaseResult, CaseScore, EvalOptions, run_case};
 
 /// Loads every case under `dir` (all of them first, so a malformed case
 /// stops the run before anything runs) and keeps those whose name contains

@@ -65,13 +65,21 @@ impl Report {
             .max()
             .unwrap_or(0)
             .max(4);
+        // The scoring judge's column, when it was asked (`--judge scoring`).
+        let scored = self.cases.iter().any(|c| c.score.is_some());
+        let score_header = if scored { "  score" } else { "" };
         let mut out = format!(
-            "{:<width$}  {:<6}  {:>5}  {:>6}  {:>9}  {:>7}\n",
+            "{:<width$}  {:<6}  {:>5}  {:>6}  {:>9}  {:>7}{score_header}\n",
             "case", "result", "tools", "failed", "tokens", "time"
         );
         for c in &self.cases {
+            let score = if scored {
+                format!("  {:>5}", score_cell(c))
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "{:<width$}  {:<6}  {:>5}  {:>6}  {:>9}  {:>7}\n",
+                "{:<width$}  {:<6}  {:>5}  {:>6}  {:>9}  {:>7}{score}\n",
                 c.name,
                 verdict(c),
                 c.tool_calls.len(),
@@ -117,6 +125,9 @@ pub fn case_lines(c: &CaseResult) -> String {
     if let Some(e) = &c.error {
         out.push_str(&format!("      ! {e}\n"));
     }
+    if let Some(score) = &c.score {
+        out.push_str(&format!("      ★ {}\n", score_line(score)));
+    }
     for check in &c.checks {
         let shown = !check.passed || check.kind == "judge";
         if !shown {
@@ -134,6 +145,44 @@ pub fn case_lines(c: &CaseResult) -> String {
         ));
     }
     out
+}
+
+/// The scoring judge's verdict in a line: score, verdict, tags, missing
+/// tools; or why there is none.
+fn score_line(score: &crate::CaseScore) -> String {
+    match score.score {
+        Some(n) => {
+            let mut line = format!(
+                "score {n}/100 ({})",
+                score.outcome.as_deref().unwrap_or("no verdict")
+            );
+            if !score.failure_tags.is_empty() {
+                line.push_str(&format!(
+                    " · failure tags: {}",
+                    score.failure_tags.join(", ")
+                ));
+            }
+            if !score.missing_tools.is_empty() {
+                line.push_str(&format!(
+                    " · missing tools: {}",
+                    one_line(&score.missing_tools.join("; "), 160)
+                ));
+            }
+            line
+        }
+        None => format!(
+            "not scored: {}",
+            one_line(score.error.as_deref().unwrap_or("no score"), 200)
+        ),
+    }
+}
+
+/// A case's score in the table (`-` when not scored).
+fn score_cell(c: &CaseResult) -> String {
+    c.score
+        .as_ref()
+        .and_then(|s| s.score)
+        .map_or_else(|| "-".to_string(), |n| n.to_string())
 }
 
 fn one_line(text: &str, max: usize) -> String {
@@ -191,6 +240,7 @@ mod tests {
             }],
             error: None,
             analysis: String::new(),
+            score: None,
         }
     }
 

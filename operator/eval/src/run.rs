@@ -39,6 +39,10 @@ pub struct EvalOptions {
     pub llm_addr: String,
     /// Ask the judge of the cases that have one.
     pub judge: bool,
+    /// Also have TARSy's scoring judge score each completed investigation
+    /// (reported beside the rubric's results; it does not pass or fail a
+    /// case).
+    pub scoring: bool,
     /// Longest an investigation may take.
     pub timeout: Duration,
 }
@@ -129,6 +133,25 @@ pub struct CaseResult {
     pub error: Option<String>,
     /// The analysis graded (final analysis and executive summary).
     pub analysis: String,
+    /// The scoring judge's verdict, when asked for (`--judge scoring`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<CaseScore>,
+}
+
+/// The scoring judge's verdict on a case's investigation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CaseScore {
+    /// 0–100, when the judge gave a usable score.
+    pub score: Option<u8>,
+    /// Its verdict on the outcome (`correct`, `partial`, `wrong`).
+    pub outcome: Option<String>,
+    /// Its failure tags.
+    pub failure_tags: Vec<String>,
+    /// The tools its report says were missing.
+    pub missing_tools: Vec<String>,
+    /// Why there is no score.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl CaseResult {
@@ -146,6 +169,7 @@ impl CaseResult {
             checks: Vec::new(),
             error: Some(error),
             analysis: String::new(),
+            score: None,
         }
     }
 }
@@ -245,6 +269,14 @@ fn case_config(
         };
         config.insert_llm_provider(provider);
     }
+    if options.scoring {
+        let chains: Vec<_> = config.chains().cloned().collect();
+        for mut chain in chains {
+            let scoring = chain.spec.scoring.get_or_insert_with(Default::default);
+            scoring.enabled = Some(true);
+            config.insert_chain(chain);
+        }
+    }
     let missing = crate::config::placeholder_servers(&config);
     if !missing.is_empty() {
         return Err(invalid(format!(
@@ -290,6 +322,7 @@ fn referenced_providers(config: &Config) -> BTreeSet<String> {
             );
         }
         names.extend(spec.chat.as_ref().and_then(|c| c.llm_provider.clone()));
+        names.extend(spec.scoring.as_ref().and_then(|s| s.llm_provider.clone()));
     }
     names
 }
@@ -372,6 +405,10 @@ async fn drive(
         };
         checks.push(check);
     }
+    let score = match options.scoring {
+        true => Some(scored(store, &session, options.timeout).await),
+        false => None,
+    };
     let tool_errors = tool_calls.iter().filter(|c| c.is_error).count();
     Ok(CaseResult {
         name: case.name.clone(),
@@ -386,7 +423,52 @@ async fn drive(
         checks,
         error: None,
         analysis,
+        score,
     })
+}
+
+/// The scoring judge's verdict on a finished session: local mode started it
+/// when the session completed (the case's chain scores sessions under
+/// `--judge scoring`); waits for it within `timeout`.
+async fn scored(store: &Store, session: &tarsy_store::Session, timeout: Duration) -> CaseScore {
+    let none = |error: String| CaseScore {
+        score: None,
+        outcome: None,
+        failure_tags: Vec::new(),
+        missing_tools: Vec::new(),
+        error: Some(error),
+    };
+    if session.score.is_none() {
+        return none(format!("not scored: the session ended {}", session.status));
+    }
+    let deadline = Instant::now() + timeout;
+    loop {
+        match store.running_score(&session.id).await {
+            Ok(None) => break,
+            Ok(Some(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Ok(Some(_)) => return none("the judge did not finish in time".into()),
+            Err(e) => return none(format!("cannot read the score: {e}")),
+        }
+    }
+    match store.session_scores(&session.id).await {
+        Ok(attempts) => match attempts.into_iter().next() {
+            Some(a) => CaseScore {
+                score: a.score,
+                outcome: a.outcome,
+                failure_tags: a.failure_tags,
+                missing_tools: a
+                    .tool_report
+                    .as_deref()
+                    .map(|r| tarsy_scoring::parse_tool_report(r).missing)
+                    .unwrap_or_default(),
+                error: a.error,
+            },
+            None => none("no scoring attempt".into()),
+        },
+        Err(e) => none(format!("cannot read the score: {e}")),
+    }
 }
 
 async fn tool_calls(store: &Store, session_id: &str) -> Result<Vec<ToolCallRecord>, EvalError> {

@@ -32,6 +32,12 @@ pub struct EvalArgs {
     /// Skip the LLM judge of the cases that have one.
     #[arg(long)]
     pub no_judge: bool,
+    /// Which judges run: `rubric` (the cases' own LLM judge, the default)
+    /// or `scoring` (also TARSy's scoring judge, as a scoring chain would
+    /// run it: its score, failure tags and missing tools are reported next
+    /// to the rubric's results, without passing or failing a case).
+    #[arg(long, value_enum, default_value = "rubric")]
+    pub judge: Judge,
     /// Longest one investigation may take (e.g. 90s, 10m).
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
@@ -44,6 +50,15 @@ pub struct EvalArgs {
     /// No line per case: the summary table only.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// The judges `tarsy eval` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Judge {
+    /// The cases' rubric (with its LLM judge when a case has one).
+    Rubric,
+    /// The rubric, and TARSy's scoring judge on each completed case.
+    Scoring,
 }
 
 /// Runs the cases; true when every one passed.
@@ -69,6 +84,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<bool> {
         provider: args.provider.clone(),
         llm_addr: args.llm_addr,
         judge: !args.no_judge,
+        scoring: args.judge == Judge::Scoring,
         timeout: args.timeout,
     };
     let progress = !(args.json || args.quiet);

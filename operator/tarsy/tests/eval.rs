@@ -129,6 +129,70 @@ fn the_shipped_cases_pass_with_the_scripted_provider() {
     assert_eq!(text(&out.stderr), "");
 }
 
+/// `--judge scoring`: TARSy's scoring judge scores each completed case
+/// (here from the case's scripted judge answers) and its verdict is
+/// reported beside the rubric's results; a case the judge cannot score is
+/// reported as such and still passes on its rubric.
+#[test]
+fn the_scoring_judge_is_reported_next_to_the_rubric() {
+    let args = ["--judge", "scoring", "--case", "oom", "--case", "image"];
+    let out = eval(&repo().join("eval"), &[&args[..], &["--json"]].concat());
+    let r = report(&out);
+    assert!(out.status.success(), "exit {:?}\n{r:#}", out.status);
+    let case = |name: &str| {
+        r["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let oom = case("oom-killed");
+    assert_eq!(oom["passed"], true, "{oom:#}");
+    assert_eq!(oom["score"]["score"], 84, "{oom:#}");
+    assert_eq!(oom["score"]["outcome"], "correct");
+    assert_eq!(
+        oom["score"]["failure_tags"],
+        serde_json::json!(["incomplete-evidence"])
+    );
+    assert!(
+        oom["score"]["missing_tools"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("JVM native memory tracking"),
+        "{oom:#}"
+    );
+    // No judge answers in this case's script: no score, and why.
+    let image = case("image-pull-error");
+    assert_eq!(image["passed"], true, "{image:#}");
+    assert_eq!(
+        image["score"]["score"],
+        serde_json::Value::Null,
+        "{image:#}"
+    );
+    assert!(
+        image["score"]["error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "{image:#}"
+    );
+
+    let out = eval(&repo().join("eval"), &args);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("★ score 84/100 (correct) · failure tags: incomplete-evidence · missing tools: JVM native memory tracking"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("★ not scored: "), "{stdout}");
+    let table_row = stdout
+        .lines()
+        .find(|l| l.starts_with("oom-killed ") && l.contains("PASS"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(table_row.trim_end().ends_with("84"), "{table_row}");
+}
+
 /// A case graded against expectations its analysis does not meet, and a
 /// fixture missing a call the agent makes: the case fails, with each reason.
 #[test]
