@@ -2344,7 +2344,7 @@ export interface operations {
                     "application/json": components["schemas"]["Review"];
                 };
             };
-            /** @description Malformed JSON, an unknown field or action, a field that does not apply to the action, complete without a rating, reassign without an assignee, an undecodable path. */
+            /** @description Malformed JSON, an unknown field or action, a field that does not apply to the action, complete without a rating, reassign without an assignee, a note over 16,384 characters, an undecodable path. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2371,7 +2371,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A note or the body over its limit. */
+            /** @description The body over its limit. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2431,7 +2431,7 @@ export interface operations {
                     "application/json": components["schemas"]["BulkReviewResponse"];
                 };
             };
-            /** @description Malformed JSON, an unknown field, an action other than complete or acknowledge, complete without a rating, no session or more than 500. */
+            /** @description Malformed JSON, an unknown field, an action other than complete or acknowledge, complete without a rating, a note over 16,384 characters, no session or more than 500. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2440,7 +2440,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A note or the body over its limit. */
+            /** @description The body over its limit. */
             413: {
                 headers: {
                     [name: string]: unknown;

@@ -22,8 +22,9 @@ use crate::{AppState, author};
 
 /// Largest review request body (notes included).
 const REVIEW_BODY_LIMIT: usize = 256 * 1024;
-/// Longest note (action taken, feedback), in bytes.
-const MAX_NOTE_BYTES: usize = 16 * 1024;
+/// Longest note (action taken, feedback), in characters (the schema's
+/// `maxLength`).
+const MAX_NOTE_CHARS: usize = 16 * 1024;
 /// Most sessions one bulk request changes.
 const MAX_BULK: usize = 500;
 
@@ -93,9 +94,12 @@ impl ReviewRequest {
             ("action_taken", &self.action_taken),
             ("feedback", &self.feedback),
         ] {
-            if note.as_ref().is_some_and(|n| n.len() > MAX_NOTE_BYTES) {
-                return Err(ApiError::too_large(format!(
-                    "{name} is longer than {MAX_NOTE_BYTES} bytes"
+            if note
+                .as_ref()
+                .is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS)
+            {
+                return Err(ApiError::bad_request(format!(
+                    "{name} is longer than {MAX_NOTE_CHARS} characters"
                 )));
             }
         }
@@ -203,12 +207,12 @@ async fn apply(api: &AppState, id: &str, actor: &str, change: &ReviewChange) -> 
         (status = 200, description = "The review after the change.", body = Review),
         (status = 400, description = "Malformed JSON, an unknown field or action, a field \
             that does not apply to the action, complete without a rating, reassign without \
-            an assignee, an undecodable path.", body = ErrorBody),
+            an assignee, a note over 16,384 characters, an undecodable path.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody),
         (status = 409, description = "The review's status does not allow the change (claimed \
             by someone else, reviewed already, still being investigated); the message says \
             where it stands.", body = ErrorBody),
-        (status = 413, description = "A note or the body over its limit.", body = ErrorBody),
+        (status = 413, description = "The body over its limit.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
         (status = 503, description = "The database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
         (status = 507, description = "The database's disk is full.", body = ErrorBody),
@@ -278,8 +282,9 @@ pub(crate) struct BulkReviewResponse {
     responses(
         (status = 200, description = "One result per session.", body = BulkReviewResponse),
         (status = 400, description = "Malformed JSON, an unknown field, an action other than \
-            complete or acknowledge, complete without a rating, no session or more than 500.", body = ErrorBody),
-        (status = 413, description = "A note or the body over its limit.", body = ErrorBody),
+            complete or acknowledge, complete without a rating, a note over 16,384 characters, \
+            no session or more than 500.", body = ErrorBody),
+        (status = 413, description = "The body over its limit.", body = ErrorBody),
         (status = 500, description = "Unexpected failure.", body = ErrorBody),
         (status = 503, description = "The database is unavailable (retry after `Retry-After` seconds).", body = ErrorBody),
     )

@@ -122,6 +122,10 @@ async fn review_flow_by_the_forwarded_user(store: Store) {
         ),
         (json!({"action": "approve"}), "unknown variant"),
         (json!({"action": "claim", "extra": 1}), "unknown field"),
+        (
+            json!({"action": "acknowledge", "feedback": "é".repeat(16_385)}),
+            "feedback is longer than 16384 characters",
+        ),
     ] {
         let (status, body) = post_as(&app, "alice", &path, request.clone()).await;
         assert_eq!(status, 400, "{request}: {body}");
