@@ -1,7 +1,7 @@
 //! A re-score in cluster mode: the rules and the attempt are
 //! [`tarsy_exec::scoring`]'s; here the attempt's records are written and the
 //! Alert asks the operator for the judge's AgentExecution
-//! ([`SCORE_ANNOTATION`]), as for a chat answer. The operator runs its pod,
+//! ([`tarsy_crds::contract::SCORE_ANNOTATION`]), as for a chat answer. The operator runs its pod,
 //! the runner judges.
 
 use std::sync::Arc;
@@ -11,7 +11,6 @@ use kube::api::{Patch, PatchParams};
 use tarsy_api::{ScoreAccepted, ScoreError};
 use tarsy_core::EventPublisher;
 use tarsy_crds::Alert;
-use tarsy_crds::contract::SCORE_ANNOTATION;
 use tarsy_exec::scoring::{self, Judgement};
 
 use crate::{KubeSessionControl, kube_message, transient};
@@ -75,9 +74,7 @@ async fn ask_for_judge(
     alert: &Alert,
     judgement: &Judgement,
 ) -> Result<(), kube::Error> {
-    let patch = serde_json::json!({
-        "metadata": {"annotations": {SCORE_ANNOTATION: judgement.stage_id}}
-    });
+    let patch = tarsy_crds::contract::score_request_patch(&judgement.stage_id);
     ctl.api::<Alert>()
         .patch(
             &alert.name_any(),

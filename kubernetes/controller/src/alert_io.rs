@@ -352,9 +352,7 @@ async fn request_scoring(
                 }
                 Err(e) => return Err(e.to_string()),
             };
-        let patch = serde_json::json!({
-            "metadata": {"annotations": {SCORE_ANNOTATION: judgement.stage_id}}
-        });
+        let patch = tarsy_crds::contract::score_request_patch(&judgement.stage_id);
         api.patch(alert_name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| format!("asking for the judge on the Alert: {e}"))?;

@@ -38,6 +38,12 @@ pub const CHAT_ANNOTATION: &str = "tarsy.dev/chat-stage";
 /// AgentExecutions.
 pub const SCORE_ANNOTATION: &str = "tarsy.dev/score-stage";
 
+/// The merge patch by which an Alert asks for the judge of the scoring
+/// stage `stage_id` ([`SCORE_ANNOTATION`]).
+pub fn score_request_patch(stage_id: &str) -> serde_json::Value {
+    serde_json::json!({"metadata": {"annotations": {SCORE_ANNOTATION: stage_id}}})
+}
+
 /// Label: name of the Alert an execution or pod belongs to.
 pub const LABEL_ALERT: &str = "tarsy.dev/alert";
 /// Label: name of the AgentExecution a pod runs.

@@ -265,20 +265,14 @@ impl Config {
                 stage.max_iterations,
             ],
         );
-        Ok(ResolvedAgentConfig {
-            display_name: self.agent_label(reference),
-            agent_name: definition.name.clone(),
-            iteration_strategy: strategy,
-            backend: strategy.backend(),
-            llm_provider: self.llm_provider_config(&provider)?,
+        self.tool_less(
+            reference,
+            definition,
+            strategy,
+            &provider,
             max_iterations,
-            iteration_timeout: self.iteration_timeout(chain)?,
-            mcp_servers: Vec::new(),
-            tool_filter: Default::default(),
-            custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
-            native_tools_override: None,
-            fail_on_unavailable_server: fails_on_unavailable_server(chain),
-        })
+            chain,
+        )
     }
 
     /// Whether a chain's completed sessions are scored: `scoring.enabled`,
@@ -317,18 +311,43 @@ impl Config {
             d.max_iterations,
             &[agent.max_iterations, chain.max_iterations],
         );
+        self.tool_less(
+            reference,
+            definition,
+            strategy,
+            &provider,
+            max_iterations,
+            chain,
+        )
+    }
+
+    /// A tool-less agent (a synthesis, a judge) as it runs.
+    fn tool_less(
+        &self,
+        reference: &str,
+        definition: &Named<AgentSpec>,
+        strategy: IterationStrategy,
+        provider: &str,
+        max_iterations: u32,
+        chain: &ChainSpec,
+    ) -> Result<ResolvedAgentConfig, ResolveError> {
         Ok(ResolvedAgentConfig {
             display_name: self.agent_label(reference),
             agent_name: definition.name.clone(),
             iteration_strategy: strategy,
             backend: strategy.backend(),
-            llm_provider: self.llm_provider_config(&provider)?,
+            llm_provider: self.llm_provider_config(provider)?,
             max_iterations,
             iteration_timeout: self.iteration_timeout(chain)?,
             mcp_servers: Vec::new(),
             tool_filter: Default::default(),
-            custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
+            custom_instructions: definition
+                .spec
+                .custom_instructions
+                .clone()
+                .unwrap_or_default(),
             native_tools_override: None,
+            // No MCP server to be unavailable.
             fail_on_unavailable_server: false,
         })
     }

@@ -38,16 +38,12 @@ pub async fn judge_for(
     config: &Config,
     session_id: &str,
 ) -> Result<(ResolvedAgentConfig, Duration), ScoreError> {
-    let unavailable = |e: StoreError| match e.unavailable_message() {
-        Some(m) => ScoreError::Unavailable(m),
-        None => ScoreError::Internal(e.to_string()),
-    };
     let session = match store.get_session(session_id).await {
         Ok(s) => s,
         Err(StoreError::NotFound { .. }) => {
             return Err(ScoreError::NotFound(session_id.to_string()));
         }
-        Err(e) => return Err(unavailable(e)),
+        Err(e) => return Err(store_refused(e)),
     };
     if !session.status.is_terminal() {
         return Err(ScoreError::NotFinished {
@@ -57,7 +53,7 @@ pub async fn judge_for(
     if store
         .running_score(session_id)
         .await
-        .map_err(unavailable)?
+        .map_err(store_refused)?
         .is_some()
     {
         return Err(ScoreError::Busy {
@@ -97,12 +93,18 @@ pub fn start_refused(session_id: &str, e: ExecError) -> ScoreError {
         ExecError::Store(StoreError::NotFound { .. }) => {
             ScoreError::NotFound(session_id.to_string())
         }
-        ExecError::Store(e) => match e.unavailable_message() {
-            Some(m) => ScoreError::Unavailable(m),
-            None => ScoreError::Internal(e.to_string()),
-        },
+        ExecError::Store(e) => store_refused(e),
         ExecError::Invalid(m) => ScoreError::Invalid(m),
         other => ScoreError::Internal(other.to_string()),
+    }
+}
+
+/// A store failure as a scoring request says it: unavailable (503) when
+/// the store is, else internal.
+fn store_refused(e: StoreError) -> ScoreError {
+    match e.unavailable_message() {
+        Some(m) => ScoreError::Unavailable(m),
+        None => ScoreError::Internal(e.to_string()),
     }
 }
 
