@@ -193,7 +193,7 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
     }
     if Some(&out.status) != alert.status.as_ref() {
         apply_status::<Alert, _>(&ctx.client, &ns, &name, &out.status).await?;
-        notify_score(ctx, &alert, &config, &out.status).await;
+        score_ended(ctx, &alert, &config, &out.status).await;
     }
     let summary_recorded =
         out.status.executive_summary.is_some() || out.status.executive_summary_error.is_some();
@@ -410,12 +410,12 @@ fn notice(
     }
 }
 
-/// Replies a score that arrived in this reconcile (the status shows a new
-/// latest attempt's end) in the session's Slack thread: fail-open.
-async fn notify_score(ctx: &Context, alert: &Alert, config: &Config, after: &AlertStatus) {
-    let Some(notifier) = &ctx.notifier else {
-        return;
-    };
+/// A scoring attempt whose end arrived in this reconcile (the status shows
+/// a new end of the latest attempt): counted in the operator's metrics
+/// (the judge's pod that wrote it is not scraped; the status is kept, so
+/// a restart does not count it again) and replied in the session's Slack
+/// thread. Fail-open.
+async fn score_ended(ctx: &Context, alert: &Alert, config: &Config, after: &AlertStatus) {
     let scored = |s: Option<&AlertStatus>| {
         s.and_then(|s| {
             s.conditions
@@ -439,11 +439,15 @@ async fn notify_score(ctx: &Context, alert: &Alert, config: &Config, after: &Ale
     ) {
         Ok(found) => found,
         Err(e) => {
-            tracing::warn!(session_id = %uid, error = %e, "no Slack score reply: the session is unreadable");
+            tracing::warn!(session_id = %uid, error = %e, "an ended scoring attempt is not counted or replied: the session is unreadable");
             return;
         }
     };
-    if let Some(attempt) = attempts.into_iter().next() {
+    let Some(attempt) = attempts.into_iter().next() else {
+        return;
+    };
+    tarsy_store::count_ended_score(&session.chain_id, &session.alert_type, &attempt);
+    if let Some(notifier) = &ctx.notifier {
         notifier.send(notice(alert, config, session, Some(attempt)));
     }
 }

@@ -139,6 +139,9 @@ where
 /// Lease (when configured), then runs the Alert, AgentExecution and
 /// configuration controllers and the HTTP endpoints.
 pub async fn run(client: Client, store: Store, mut settings: Settings) -> Result<(), Error> {
+    // Scores are counted from the Alerts (`alert_io`), not where they are
+    // written: most attempts end in a judge's pod.
+    let store = store.without_score_metrics();
     // Runners complete their configuration with the operator's defaults.
     settings.pod.runner_defaults = settings
         .defaults

@@ -58,7 +58,7 @@ pub use model::{
 };
 pub use quality::{Disagreement, QualityFilter, RatingBand, ScoreDay, TagCount, ToolReportRow};
 pub use reviews::{Review, ReviewChange, ReviewEvent, TARSY_ACTOR};
-pub use scores::{ScoreResult, ScoreStatus, SessionScore};
+pub use scores::{ScoreResult, ScoreStatus, SessionScore, count_ended_score};
 pub use warnings::StoredWarning;
 
 use db::{Db, Pool};
@@ -119,6 +119,9 @@ impl Default for ConnectOptions {
 #[derive(Debug, Clone)]
 pub struct Store {
     db: Db,
+    /// Whether ended scoring attempts are counted in this process's
+    /// metrics (see [`Store::without_score_metrics`]).
+    count_scores: bool,
 }
 
 impl Store {
@@ -151,6 +154,7 @@ impl Store {
                 .await?;
             Store {
                 db: Db::new(Pool::Postgres(pool)),
+                count_scores: true,
             }
         } else if url.starts_with("sqlite:") {
             let in_memory = url.contains(":memory:") || url.contains("mode=memory");
@@ -187,6 +191,7 @@ impl Store {
             };
             Store {
                 db: Db::new(Pool::Sqlite(pool.connect_with(connect).await?)),
+                count_scores: true,
             }
         } else {
             return Err(StoreError::UnsupportedUrl(url.to_string()));
@@ -206,6 +211,7 @@ impl Store {
     pub fn from_postgres_pool(pool: PgPool) -> Self {
         Store {
             db: Db::new(Pool::Postgres(pool)),
+            count_scores: true,
         }
     }
 
@@ -213,6 +219,7 @@ impl Store {
     pub fn from_sqlite_pool(pool: SqlitePool) -> Self {
         Store {
             db: Db::new(Pool::Sqlite(pool)),
+            count_scores: true,
         }
     }
 
@@ -268,6 +275,17 @@ impl Store {
         let mut store = self.clone();
         store.db.patience = None;
         store.db.limit = Some(limit);
+        store
+    }
+
+    /// This store, without counting the scoring attempts it ends in this
+    /// process's metrics. A cluster counts them in the operator, from what
+    /// its Alerts show (most attempts end in a judge's pod, which nobody
+    /// scrapes): its operator and API use this so that no attempt is
+    /// counted twice.
+    pub fn without_score_metrics(&self) -> Store {
+        let mut store = self.clone();
+        store.count_scores = false;
         store
     }
 

@@ -201,14 +201,10 @@ impl Store {
             ])
             .await?;
         let attempt = self.ended(id, n).await?;
-        // Counted where every mode writes a completed attempt.
-        let (chain, alert_type) = self.score_labels(&attempt.session_id).await;
-        tarsy_telemetry::global().session_scored(tarsy_telemetry::SessionScored {
-            chain: &chain,
-            alert_type: &alert_type,
-            score: result.score,
-            failure_tags: &result.failure_tags,
-        });
+        if self.count_scores {
+            let (chain, alert_type) = self.score_labels(&attempt.session_id).await;
+            count_ended_score(&chain, &alert_type, &attempt);
+        }
         Ok(attempt)
     }
 
@@ -254,7 +250,9 @@ impl Store {
             ])
             .await?;
         let attempt = self.ended(id, n).await?;
-        tarsy_telemetry::global().scoring_failed();
+        if self.count_scores {
+            count_ended_score("", "", &attempt);
+        }
         Ok(attempt)
     }
 
@@ -331,5 +329,26 @@ impl Store {
                  ORDER BY created_at, id"
             )))
             .await
+    }
+}
+
+/// Counts an ended scoring attempt in this process's metrics: its score
+/// (under the session's `chain` and `alert_type`) and failure tags, or a
+/// failed attempt. The store counts the attempts it ends (unless told not
+/// to, [`Store::without_score_metrics`]); a cluster's operator counts those
+/// its Alerts show ended.
+pub fn count_ended_score(chain: &str, alert_type: &str, attempt: &SessionScore) {
+    let metrics = tarsy_telemetry::global();
+    match (attempt.status, attempt.score) {
+        (ScoreStatus::Completed, Some(score)) => {
+            metrics.session_scored(tarsy_telemetry::SessionScored {
+                chain,
+                alert_type,
+                score,
+                failure_tags: &attempt.failure_tags,
+            })
+        }
+        (ScoreStatus::InProgress, _) => {}
+        _ => metrics.scoring_failed(),
     }
 }

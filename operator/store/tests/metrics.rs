@@ -1,5 +1,5 @@
 //! The judge's scores and people's reviews are counted where the store
-//! writes them (every mode goes through it): scores by chain and alert
+//! writes them (unless it is told the scores are counted elsewhere): scores by chain and alert
 //! type, failure tags, scoring attempts by outcome, reviews by rating and
 //! the time from a session's end to its review.
 //!
@@ -146,6 +146,29 @@ async fn scores_and_reviews_written_through_the_store_are_counted(store: Store) 
     );
     assert_eq!(value(completed) - completed_before, 2.0);
     assert_eq!(value(failed) - failed_before, 1.0);
+
+    // A store told that the ends it writes are counted elsewhere (a
+    // cluster's operator counts them from the Alerts) counts none.
+    let uncounted = store.without_score_metrics();
+    let fourth = uncounted
+        .start_score_attempt("m1", None, None)
+        .await
+        .unwrap();
+    uncounted
+        .complete_score(&fourth.id, &result(70, &[&tag_a]))
+        .await
+        .unwrap();
+    let fifth = uncounted
+        .start_score_attempt("m1", None, None)
+        .await
+        .unwrap();
+    uncounted.fail_score(&fifth.id, "no score").await.unwrap();
+    assert_eq!(value(completed) - completed_before, 2.0);
+    assert_eq!(value(failed) - failed_before, 1.0);
+    assert_eq!(
+        sample(&format!("tarsy_session_score_count{{{labels}}}")),
+        Some(2.0)
+    );
 
     // Reviews: a claim is not a review; a completion counts its rating, an
     // acknowledgement counts as `acknowledged`; each observes the time since

@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 use tarsy_core::ScoreStatus;
 use tarsy_core::control::{ChatSubmission, NewAlert, ScoreError, SessionControl};
 use tarsy_crds::{Alert, AlertPhase};
+use tarsy_e2e::fake_slack::FakeSlack;
 use tarsy_scripted_llm::{ScriptedChunk, ScriptedLlm, ScriptedLlmServer, ScriptedResponse};
 use tarsy_store::Store;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -484,6 +485,47 @@ async fn shape(store: &Store, session_id: &str) -> Shape {
     }
 }
 
+/// The Slack bot token both modes post with (to the fake).
+const SLACK_TOKEN: &str = "xoxb-conformance-0000";
+
+/// The judge's verdicts as replied in the session's Slack thread, oldest
+/// first: the two attempts' ends (a score, then the failed re-score).
+async fn slack_score_replies(slack: &FakeSlack) -> Vec<String> {
+    let replies = || {
+        slack
+            .posted()
+            .into_iter()
+            .filter(|p| p.thread_ts.is_some() && p.text.contains("The judge"))
+            .map(|p| p.text)
+            .collect::<Vec<_>>()
+    };
+    poll(30, async || Some(replies()).filter(|r| r.len() >= 2))
+        .await
+        .unwrap_or_else(|()| {
+            panic!(
+                "the score replies did not reach Slack: {:?}",
+                slack.posted()
+            )
+        })
+}
+
+/// The sample `series` of a metrics page (0 when absent).
+fn sample(page: &str, series: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The scoring attempts counted on a metrics page, by outcome.
+fn scoring_attempts(page: &str) -> [f64; 2] {
+    ["completed", "failed"].map(|o| {
+        sample(
+            page,
+            &format!("tarsy_scoring_attempts_total{{outcome=\"{o}\"}}"),
+        )
+    })
+}
+
 /// Local mode: the in-process app on its own database.
 async fn local_run(world: &World) -> Shape {
     let db = common::test_database("tarsy_conformance_local").await;
@@ -499,6 +541,17 @@ async fn local_run(world: &World) -> Shape {
     options.database_url = db.url().to_string();
     options.llm_addr = world.llm_addr(&llm);
     options.pod_id = "conformance".into();
+    let slack = FakeSlack::start().await;
+    options.slack = Some(tarsy_exec::notify::SlackSettings {
+        token: tarsy_core::SecretValue::new(SLACK_TOKEN),
+        channel: "#conformance".into(),
+        api_url: slack.api_url(),
+        dashboard_url: None,
+        notify_start: false,
+        timeout: Duration::from_secs(5),
+    });
+    // This process's registry: counted before and after.
+    let counted_before = scoring_attempts(&tarsy_telemetry::global().encode(""));
     let app = tarsy_local::LocalApp::start(options).await.unwrap();
     let control = app.control();
     let accepted = control.submit_alert(world.alert()).await.unwrap();
@@ -510,7 +563,16 @@ async fn local_run(world: &World) -> Shape {
     scored(app.store(), &session.id, 1, 60).await;
     chat(control.as_ref(), app.store(), &session.id, 120).await;
     rescore(control.as_ref(), app.store(), &session.id, 60).await;
-    let shape = shape(app.store(), &session.id).await;
+    let mut shape = shape(app.store(), &session.id).await;
+    shape.document["slack_score_replies"] = json!(slack_score_replies(&slack).await);
+    let counted = poll(30, async || {
+        let now = scoring_attempts(&tarsy_telemetry::global().encode(""));
+        let counted = [now[0] - counted_before[0], now[1] - counted_before[1]];
+        (counted[0] + counted[1] >= 2.0).then_some(counted)
+    })
+    .await
+    .unwrap_or_else(|()| panic!("local mode did not count the two scoring attempts"));
+    shape.document["scoring_attempts_counted"] = json!(counted);
     assert_eq!(
         llm.script().remaining(),
         0,
@@ -539,6 +601,7 @@ async fn cluster_run(world: &World) -> Shape {
     let client = common::client(&kubeconfig).await;
     let store = Store::connect(db.url()).await.unwrap();
     let llm = world.llm().await;
+    let slack = FakeSlack::start().await;
     apply_yaml(
         &client,
         &ns,
@@ -555,7 +618,12 @@ async fn cluster_run(world: &World) -> Shape {
         database_url: db.url().to_string(),
         image,
         namespace: ns.clone(),
-        env: vec![("TARSY_RUNBOOK_DOMAINS".into(), world.host.clone())],
+        env: vec![
+            ("TARSY_RUNBOOK_DOMAINS".into(), world.host.clone()),
+            ("TARSY_SLACK_BOT_TOKEN".into(), SLACK_TOKEN.into()),
+            ("TARSY_SLACK_CHANNEL".into(), "#conformance".into()),
+            ("TARSY_SLACK_API_URL".into(), slack.api_url()),
+        ],
         llm_service_addr: Some(world.llm_addr(&llm)),
         log: dir.join("controller.log"),
     });
@@ -606,7 +674,23 @@ async fn cluster_run(world: &World) -> Shape {
     scored(&store, &session_id, 1, 180).await;
     chat(&control, &store, &session_id, 180).await;
     rescore(&control, &store, &session_id, 180).await;
-    let shape = shape(&store, &session_id).await;
+    let mut shape = shape(&store, &session_id).await;
+    shape.document["slack_score_replies"] = json!(slack_score_replies(&slack).await);
+    // The operator counts what the judge's pods ended, from the Alert.
+    let port = controller.metrics_port;
+    let counted = poll(30, async || {
+        let page = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        let counted = scoring_attempts(&page);
+        (counted[0] + counted[1] >= 2.0).then_some(counted)
+    })
+    .await
+    .unwrap_or_else(|()| panic!("the operator did not count the two scoring attempts"));
+    shape.document["scoring_attempts_counted"] = json!(counted);
     assert_eq!(
         llm.script().remaining(),
         0,
@@ -682,6 +766,28 @@ async fn local_and_cluster_mode_run_the_same_investigation() {
     assert_eq!(bravo["strategy"], "react");
     assert_eq!(bravo["forced_conclusion"], true, "{bravo:#}");
     assert_eq!(doc["session_events"], json!(["executive_summary"]));
+    // Each attempt's end is replied in the session's Slack thread and
+    // counted in the metrics of the process a user scrapes.
+    let replies: Vec<&str> = doc["slack_score_replies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(replies.len(), 2, "{doc:#}");
+    assert!(
+        replies[0].starts_with(
+            ":bar_chart: The judge scored this investigation *81/100* (incomplete-evidence)"
+        ),
+        "{doc:#}"
+    );
+    assert!(
+        replies[1].starts_with(
+            ":grey_question: The judge could not score this investigation: the judge gave no score"
+        ),
+        "{doc:#}"
+    );
+    assert_eq!(doc["scoring_attempts_counted"], json!([1.0, 1.0]));
 
     // Both modes: the same records, ids and times aside.
     assert_eq!(
