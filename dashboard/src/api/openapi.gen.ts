@@ -722,7 +722,7 @@ export interface components {
          * @description What an agent execution is for.
          * @enum {string}
          */
-        ExecutionKind: "investigation" | "synthesis" | "chat" | "scoring";
+        ExecutionKind: "investigation" | "synthesis" | "chat" | "scoring" | "memory";
         /** @description The `AgentExecution` resource (and its pod) behind an execution. */
         ExecutionObject: {
             /** @description Namespace. */
@@ -840,7 +840,7 @@ export interface components {
          * @description Why an LLM call was made (LLM interaction records).
          * @enum {string}
          */
-        LlmInteractionType: "iteration" | "final_analysis" | "forced_conclusion" | "summarization" | "synthesis" | "executive_summary" | "compaction" | "scoring";
+        LlmInteractionType: "iteration" | "final_analysis" | "forced_conclusion" | "summarization" | "synthesis" | "executive_summary" | "compaction" | "scoring" | "reflection";
         /** @description One LLM provider (no credentials). */
         LlmProviderView: {
             /** @description Name. */
@@ -1475,7 +1475,7 @@ export interface components {
          *     dashboard read it.
          * @enum {string}
          */
-        StageKind: "investigation" | "synthesis" | "chat" | "scoring";
+        StageKind: "investigation" | "synthesis" | "chat" | "scoring" | "memory";
         /**
          * @description When a stage with several executions counts as successful.
          * @enum {string}

@@ -25,8 +25,8 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use tarsy_proto::v1::llm_service_server::{LlmService, LlmServiceServer};
 use tarsy_proto::v1::{
-    GenerateRequest, GenerateResponse, TextDelta, ToolCallDelta, UsageInfo,
-    generate_response::Content,
+    EmbedRequest, EmbedResponse, GenerateRequest, GenerateResponse, TextDelta, ToolCallDelta,
+    UsageInfo, generate_response::Content,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -133,6 +133,13 @@ impl LlmService for Model {
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn embed(
+        &self,
+        _request: Request<EmbedRequest>,
+    ) -> Result<Response<EmbedResponse>, Status> {
+        Err(Status::unimplemented("the paced model does not embed"))
     }
 }
 

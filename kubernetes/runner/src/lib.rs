@@ -394,6 +394,13 @@ async fn input(
                 ));
             }
         },
+        (ExecutionKind::Memory, _, _) => {
+            return Err(tarsy_exec::ExecError::Invalid(
+                "the reflector does not run in an investigation pod yet (memories are learned \
+                 in local mode)"
+                    .into(),
+            ));
+        }
         (ExecutionKind::Synthesis, _, _) => {
             context::stage_input(
                 store,

@@ -181,7 +181,7 @@ class LLMServer:
 
     @property
     def running_calls(self) -> int:
-        """``Generate`` calls in progress."""
+        """``Generate`` and ``Embed`` calls in progress."""
         return self._servicer.running
 
     async def stop(self, grace: float, force: asyncio.Event | None = None) -> None:

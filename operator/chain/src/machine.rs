@@ -212,7 +212,9 @@ pub fn decide(plan: &ChainPlan, view: &SessionView) -> Vec<Action> {
                     .map(|s| s.success_policy)
                     .unwrap_or_default(),
                 // A synthesis stage has one execution: it must complete.
-                StageKind::Synthesis | StageKind::Chat | StageKind::Scoring => SuccessPolicy::All,
+                StageKind::Synthesis | StageKind::Chat | StageKind::Scoring | StageKind::Memory => {
+                    SuccessPolicy::All
+                }
             };
             let (status, error) = aggregate_stage(policy, &last.executions);
             return vec![Action::FinishStage {
@@ -408,7 +410,7 @@ pub fn stage_results(view: &SessionView) -> Vec<StageResult> {
         let usable = match stage.kind {
             StageKind::Synthesis => true,
             StageKind::Investigation => stage.executions.len() == 1,
-            StageKind::Chat | StageKind::Scoring => false,
+            StageKind::Chat | StageKind::Scoring | StageKind::Memory => false,
         };
         if !usable {
             continue;

@@ -43,14 +43,18 @@ pub const CHAT_AGENT: &str = "chat-agent";
 pub const SYNTHESIS_AGENT: &str = "synthesis-agent";
 /// The built-in judge (used when a chain's scoring names none).
 pub const SCORING_AGENT: &str = "scoring-agent";
+/// The built-in reflector, which learns memories from scored
+/// investigations.
+pub const MEMORY_REFLECTOR: &str = "memory-reflector";
 /// Names a reference to a built-in agent may also use (alias → name): the
 /// built-ins' names before object names followed the Kubernetes rule in both
 /// modes, and still their display names.
-pub const AGENT_ALIASES: [(&str, &str); 4] = [
+pub const AGENT_ALIASES: [(&str, &str); 5] = [
     ("KubernetesAgent", KUBERNETES_AGENT),
     ("ChatAgent", CHAT_AGENT),
     ("SynthesisAgent", SYNTHESIS_AGENT),
     ("ScoringAgent", SCORING_AGENT),
+    ("MemoryReflector", MEMORY_REFLECTOR),
 ];
 /// The built-in Kubernetes MCP server.
 pub const KUBERNETES_SERVER: &str = "kubernetes-server";
@@ -147,6 +151,20 @@ pub fn agents() -> BTreeMap<String, AgentSpec> {
                     "Scores finished investigations and reports missing tools.".into(),
                 ),
                 // The judge's instructions are tarsy-scoring's, in every judge's prompt.
+                custom_instructions: None,
+                mcp_servers: None,
+                iteration_strategy: Some(IterationStrategy::Synthesis),
+                max_iterations: None,
+            },
+        ),
+        (
+            MEMORY_REFLECTOR.to_string(),
+            AgentSpec {
+                display_name: Some("MemoryReflector".into()),
+                description: Some(
+                    "Learns short memories from scored investigations for the next ones.".into(),
+                ),
+                // The reflector's instructions are tarsy-memory's.
                 custom_instructions: None,
                 mcp_servers: None,
                 iteration_strategy: Some(IterationStrategy::Synthesis),

@@ -32,6 +32,14 @@
 //! | `TARSY_SLACK_API_URL` | `notifications.slack.apiUrl` | [`DEFAULT_SLACK_API_URL`] |
 //! | `TARSY_DASHBOARD_URL` | `notifications.dashboardUrl` | unset |
 //! | `TARSY_SCORING_ENABLED` | `scoring.enabled` (chains may say otherwise) | `false` |
+//! | `TARSY_MEMORY_ENABLED` | `memory.enabled` | `false` |
+//! | `TARSY_MEMORY_MAX_INJECTED` | `memory.maxInjected` (0–5) | 5 |
+//! | `TARSY_MEMORY_SIMILARITY_FLOOR` | `memory.similarityFloor` (0–1) | 0.75 |
+//! | `TARSY_MEMORY_TEXT_FLOOR` | `memory.textFloor` (0–1) | 0.25 |
+//! | `TARSY_MEMORY_REQUIRE_REVIEW` | `memory.requireReview` | `false` |
+//! | `TARSY_MEMORY_PROJECT` | `memory.project` (local mode's scope) | `default` |
+//! | `TARSY_MEMORY_EMBEDDING_PROVIDER` | `memory.embedding.llmProvider` | unset (full text only) |
+//! | `TARSY_MEMORY_EMBEDDING_MODEL` | `memory.embedding.model` | unset |
 //!
 //! The Slack bot token is never part of the defaults: it is read from
 //! `TARSY_SLACK_BOT_TOKEN` only, where the process starts.
@@ -53,7 +61,7 @@ pub const DEFAULT_LLM_PROVIDER: &str = "google-default";
 pub const DEFAULT_MAX_CONCURRENT_SESSIONS: u32 = 5;
 
 /// Resolved system defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Defaults {
     /// LLM provider used when neither chain nor stage agent names one.
     pub llm_provider: String,
@@ -96,6 +104,65 @@ pub struct Defaults {
     /// Whether completed sessions are scored by a judge when their chain
     /// does not say.
     pub scoring_enabled: bool,
+    /// Investigation memory: learning after scoring, recall before an
+    /// investigation.
+    pub memory: MemorySettings,
+}
+
+/// Investigation memory's switches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemorySettings {
+    /// Whether scored sessions teach memories and investigations recall
+    /// them (off: neither; stored memories stay).
+    pub enabled: bool,
+    /// Most memories put into an investigation's prompt (0: none, the
+    /// recall tools only).
+    pub max_injected: u32,
+    /// Least cosine similarity between an alert and a memory for the
+    /// memory to count as relevant (with an embedding provider).
+    pub similarity_floor: f64,
+    /// Least share of a memory's words found in the alert for it to count
+    /// as relevant by full text.
+    pub text_floor: f64,
+    /// Only memories of sessions a person rated accurate are injected.
+    pub require_review: bool,
+    /// Local mode's memory scope (a cluster's is the Alert's namespace and
+    /// its `tarsy.dev/project` label).
+    pub project: String,
+    /// Where vectors come from; none: full text alone.
+    pub embedding: Option<EmbeddingSettings>,
+}
+
+/// The embedding provider of investigation memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbeddingSettings {
+    /// An LLMProvider of type `google` or `openai` (its key and base URL).
+    pub llm_provider: String,
+    /// The embedding model.
+    pub model: String,
+}
+
+/// Default: most memories injected into one prompt.
+pub const DEFAULT_MEMORY_MAX_INJECTED: u32 = 5;
+/// Default: the cosine similarity floor.
+pub const DEFAULT_MEMORY_SIMILARITY_FLOOR: f64 = 0.75;
+/// Default: the full-text floor.
+pub const DEFAULT_MEMORY_TEXT_FLOOR: f64 = 0.25;
+/// Default: local mode's memory scope.
+pub const DEFAULT_MEMORY_PROJECT: &str = "default";
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            max_injected: DEFAULT_MEMORY_MAX_INJECTED,
+            similarity_floor: DEFAULT_MEMORY_SIMILARITY_FLOOR,
+            text_floor: DEFAULT_MEMORY_TEXT_FLOOR,
+            require_review: false,
+            project: DEFAULT_MEMORY_PROJECT.to_string(),
+            embedding: None,
+        }
+    }
 }
 
 /// What is kept how long; `None` keeps forever.
@@ -192,6 +259,7 @@ impl Default for Defaults {
             retention_interval: DEFAULT_RETENTION_INTERVAL,
             notifications: Notifications::default(),
             scoring_enabled: false,
+            memory: MemorySettings::default(),
         }
     }
 }
@@ -220,8 +288,16 @@ impl Default for Defaults {
 ///     dashboardUrl: https://tarsy.example.com
 ///     slack: {channel: "#sre-incidents", notifyStart: false}
 ///   scoring: {enabled: true}
+///   memory:
+///     enabled: true
+///     maxInjected: 5
+///     similarityFloor: 0.75
+///     textFloor: 0.25
+///     requireReview: false
+///     project: payments
+///     embedding: {llmProvider: gemini-pro, model: text-embedding-004}
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DefaultsSpec {
     /// Default LLM provider name.
@@ -269,6 +345,46 @@ pub struct DefaultsSpec {
     /// Scoring of completed sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scoring: Option<ScoringDefaultsSpec>,
+    /// Investigation memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemorySpec>,
+}
+
+/// Investigation memory overrides.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemorySpec {
+    /// Learning and recall on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Most memories injected into a prompt (0–5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_injected: Option<u32>,
+    /// Cosine similarity floor (0–1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub similarity_floor: Option<f64>,
+    /// Full-text floor: share of a memory's words in the alert (0–1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_floor: Option<f64>,
+    /// Inject only memories of sessions a person rated accurate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_review: Option<bool>,
+    /// Local mode's memory scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// The embedding provider (none: full text alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<EmbeddingSpec>,
+}
+
+/// The embedding provider.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EmbeddingSpec {
+    /// An LLMProvider of type google or openai.
+    pub llm_provider: String,
+    /// The embedding model, e.g. `text-embedding-004`.
+    pub model: String,
 }
 
 /// Scoring overrides.
@@ -402,6 +518,22 @@ pub mod env {
     pub const DASHBOARD_URL: &str = "TARSY_DASHBOARD_URL";
     /// Scoring on/off unless a chain says.
     pub const SCORING_ENABLED: &str = "TARSY_SCORING_ENABLED";
+    /// Investigation memory on/off.
+    pub const MEMORY_ENABLED: &str = "TARSY_MEMORY_ENABLED";
+    /// Most memories injected.
+    pub const MEMORY_MAX_INJECTED: &str = "TARSY_MEMORY_MAX_INJECTED";
+    /// Cosine similarity floor.
+    pub const MEMORY_SIMILARITY_FLOOR: &str = "TARSY_MEMORY_SIMILARITY_FLOOR";
+    /// Full-text floor.
+    pub const MEMORY_TEXT_FLOOR: &str = "TARSY_MEMORY_TEXT_FLOOR";
+    /// Only reviewed-accurate memories injected.
+    pub const MEMORY_REQUIRE_REVIEW: &str = "TARSY_MEMORY_REQUIRE_REVIEW";
+    /// Local mode's memory scope.
+    pub const MEMORY_PROJECT: &str = "TARSY_MEMORY_PROJECT";
+    /// Embedding provider (an LLMProvider name).
+    pub const MEMORY_EMBEDDING_PROVIDER: &str = "TARSY_MEMORY_EMBEDDING_PROVIDER";
+    /// Embedding model.
+    pub const MEMORY_EMBEDDING_MODEL: &str = "TARSY_MEMORY_EMBEDDING_MODEL";
 }
 
 fn comma_list(v: &str) -> Vec<String> {
@@ -513,6 +645,54 @@ impl DefaultsSpec {
                     enabled: Some(enabled),
                 },
             ),
+            memory: {
+                let provider = get(env::MEMORY_EMBEDDING_PROVIDER).map(|v| v.trim().to_string());
+                let model = get(env::MEMORY_EMBEDDING_MODEL).map(|v| v.trim().to_string());
+                let embedding = match (provider, model) {
+                    (Some(llm_provider), Some(model)) => Some(EmbeddingSpec {
+                        llm_provider,
+                        model,
+                    }),
+                    (None, None) => None,
+                    (Some(_), None) | (None, Some(_)) => {
+                        errors.push((
+                            Location::default().field(env::MEMORY_EMBEDDING_PROVIDER),
+                            Problem::Invalid(format!(
+                                "set both {} and {}, or neither",
+                                env::MEMORY_EMBEDDING_PROVIDER,
+                                env::MEMORY_EMBEDDING_MODEL
+                            )),
+                        ));
+                        None
+                    }
+                };
+                let m = MemorySpec {
+                    enabled: parse(env::MEMORY_ENABLED, get(env::MEMORY_ENABLED), &mut errors),
+                    max_injected: parse(
+                        env::MEMORY_MAX_INJECTED,
+                        get(env::MEMORY_MAX_INJECTED),
+                        &mut errors,
+                    ),
+                    similarity_floor: parse(
+                        env::MEMORY_SIMILARITY_FLOOR,
+                        get(env::MEMORY_SIMILARITY_FLOOR),
+                        &mut errors,
+                    ),
+                    text_floor: parse(
+                        env::MEMORY_TEXT_FLOOR,
+                        get(env::MEMORY_TEXT_FLOOR),
+                        &mut errors,
+                    ),
+                    require_review: parse(
+                        env::MEMORY_REQUIRE_REVIEW,
+                        get(env::MEMORY_REQUIRE_REVIEW),
+                        &mut errors,
+                    ),
+                    project: get(env::MEMORY_PROJECT).map(|v| v.trim().to_string()),
+                    embedding,
+                };
+                (m != MemorySpec::default()).then_some(m)
+            },
         };
         // Durations are checked here so the error names the variable.
         let breaker_open_for = spec
@@ -590,6 +770,20 @@ impl Defaults {
         ];
         if let Some(p) = self.success_policy {
             vars.push((env::SUCCESS_POLICY, p.to_string()));
+        }
+        // Runners recall memories and run the reflector.
+        let m = &self.memory;
+        vars.extend([
+            (env::MEMORY_ENABLED, m.enabled.to_string()),
+            (env::MEMORY_MAX_INJECTED, m.max_injected.to_string()),
+            (env::MEMORY_SIMILARITY_FLOOR, m.similarity_floor.to_string()),
+            (env::MEMORY_TEXT_FLOOR, m.text_floor.to_string()),
+            (env::MEMORY_REQUIRE_REVIEW, m.require_review.to_string()),
+            (env::MEMORY_PROJECT, m.project.clone()),
+        ]);
+        if let Some(e) = &m.embedding {
+            vars.push((env::MEMORY_EMBEDDING_PROVIDER, e.llm_provider.clone()));
+            vars.push((env::MEMORY_EMBEDDING_MODEL, e.model.clone()));
         }
         vars
     }
@@ -696,10 +890,75 @@ impl Defaults {
         if let Some(enabled) = spec.scoring.as_ref().and_then(|s| s.enabled) {
             self.scoring_enabled = enabled;
         }
+        if let Some(m) = &spec.memory {
+            self.apply_memory(m, &mut errors);
+        }
         if errors.is_empty() {
             Ok(())
         } else {
             Err(errors)
+        }
+    }
+
+    fn apply_memory(&mut self, spec: &MemorySpec, errors: &mut Vec<(String, Problem)>) {
+        let m = &mut self.memory;
+        if let Some(enabled) = spec.enabled {
+            m.enabled = enabled;
+        }
+        if let Some(n) = spec.max_injected {
+            if n > DEFAULT_MEMORY_MAX_INJECTED {
+                errors.push((
+                    "memory.maxInjected".to_string(),
+                    Problem::Invalid(format!(
+                        "must be between 0 and {DEFAULT_MEMORY_MAX_INJECTED}"
+                    )),
+                ));
+            } else {
+                m.max_injected = n;
+            }
+        }
+        for (field, value, target) in [
+            (
+                "memory.similarityFloor",
+                spec.similarity_floor,
+                &mut m.similarity_floor,
+            ),
+            ("memory.textFloor", spec.text_floor, &mut m.text_floor),
+        ] {
+            match value {
+                Some(v) if (0.0..=1.0).contains(&v) => *target = v,
+                Some(_) => errors.push((
+                    field.to_string(),
+                    Problem::Invalid("must be between 0 and 1".into()),
+                )),
+                None => {}
+            }
+        }
+        if let Some(r) = spec.require_review {
+            m.require_review = r;
+        }
+        if let Some(p) = &spec.project {
+            if p.trim().is_empty() {
+                errors.push((
+                    "memory.project".to_string(),
+                    Problem::Invalid("must not be empty".into()),
+                ));
+            } else {
+                m.project = p.trim().to_string();
+            }
+        }
+        if let Some(e) = &spec.embedding {
+            if e.llm_provider.trim().is_empty() || e.model.trim().is_empty() {
+                errors.push((
+                    "memory.embedding".to_string(),
+                    Problem::Invalid("needs both llmProvider and model".into()),
+                ));
+            } else {
+                m.embedding = Some(EmbeddingSettings {
+                    llm_provider: e.llm_provider.trim().to_string(),
+                    model: e.model.trim().to_string(),
+                });
+            }
         }
     }
 
@@ -806,6 +1065,47 @@ mod tests {
         assert_eq!(d.success_policy, None);
         assert!(d.alert_masking.enabled);
         assert_eq!(d.alert_masking.pattern_group, "security");
+    }
+
+    #[test]
+    fn memory_switches_from_the_document_and_the_environment() {
+        let spec: DefaultsSpec = serde_yaml::from_str(
+            "memory: {enabled: true, maxInjected: 3, similarityFloor: 0.8, requireReview: true, \
+             project: payments, embedding: {llmProvider: gemini, model: text-embedding-004}}",
+        )
+        .unwrap();
+        let mut d = Defaults::default();
+        d.apply(&spec).unwrap();
+        assert!(d.memory.enabled && d.memory.require_review);
+        assert_eq!(d.memory.max_injected, 3);
+        assert_eq!(d.memory.similarity_floor, 0.8);
+        assert_eq!(d.memory.project, "payments");
+        // Runners get the same switches.
+        let env: std::collections::BTreeMap<_, _> = d.to_env().into_iter().collect();
+        let back = DefaultsSpec::from_env(&|n| env.get(n).cloned()).unwrap();
+        let mut again = Defaults::default();
+        again.apply(&back).unwrap();
+        assert_eq!(again.memory, d.memory);
+
+        // Out of range: precise errors, nothing applied.
+        let bad: DefaultsSpec =
+            serde_yaml::from_str("memory: {maxInjected: 9, similarityFloor: 1.5, project: \" \"}")
+                .unwrap();
+        let errors = Defaults::default().apply(&bad).unwrap_err();
+        let fields: Vec<&str> = errors.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "memory.maxInjected",
+                "memory.similarityFloor",
+                "memory.project"
+            ]
+        );
+        // Half an embedding provider is refused where it is read.
+        let half = DefaultsSpec::from_env(&|n| {
+            (n == env::MEMORY_EMBEDDING_PROVIDER).then(|| "gemini".to_string())
+        });
+        assert!(half.is_err());
     }
 
     #[test]

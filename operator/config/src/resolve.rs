@@ -13,7 +13,7 @@ use tarsy_core::{
 };
 
 use crate::alert::ChainMiss;
-use crate::builtin::{CHAT_AGENT, SCORING_AGENT, SYNTHESIS_AGENT};
+use crate::builtin::{CHAT_AGENT, MEMORY_REFLECTOR, SCORING_AGENT, SYNTHESIS_AGENT};
 use crate::defaults::Defaults;
 use crate::error::{ResolveError, SelectionError};
 use crate::registry::{Config, Named};
@@ -321,7 +321,30 @@ impl Config {
         )
     }
 
-    /// A tool-less agent (a synthesis, a judge) as it runs.
+    /// Resolves the reflector that learns memories from a chain's scored
+    /// sessions: the built-in `memory-reflector` (tool-less), on the
+    /// chain's LLM provider (else the defaults').
+    pub fn resolve_reflector(
+        &self,
+        chain: &ChainSpec,
+    ) -> Result<ResolvedAgentConfig, ResolveError> {
+        let d = &self.defaults;
+        let definition = self.agent_def(MEMORY_REFLECTOR)?;
+        let provider = cascade(
+            d.llm_provider.clone(),
+            std::slice::from_ref(&chain.llm_provider),
+        );
+        self.tool_less(
+            MEMORY_REFLECTOR,
+            definition,
+            IterationStrategy::Synthesis,
+            &provider,
+            1,
+            chain,
+        )
+    }
+
+    /// A tool-less agent (a synthesis, a judge, the reflector) as it runs.
     fn tool_less(
         &self,
         reference: &str,

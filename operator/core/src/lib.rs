@@ -32,8 +32,8 @@ pub use recorder::{
 pub use report::{StageResult, SystemWarning};
 pub use status::{
     Backend, ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType,
-    McpInteractionType, MessageRole, ParallelType, ReviewAction, ReviewRating, ReviewStatus,
-    ScoreStatus, SessionStatus, StageKind, SuccessPolicy, TimelineEventStatus, TimelineEventType,
-    UnknownValue,
+    McpInteractionType, MemoryCategory, MemoryValence, MessageRole, ParallelType, ReviewAction,
+    ReviewRating, ReviewStatus, ScoreStatus, SessionStatus, StageKind, SuccessPolicy,
+    TimelineEventStatus, TimelineEventType, UnknownValue,
 };
 pub use stream::{StageEventStatus, StreamEvent};

@@ -167,6 +167,32 @@ wire_enum!(
     }
 );
 
+wire_enum!(
+    /// What an investigation memory is about.
+    MemoryCategory, "memory category" {
+        /// A fact about the environment ("service X's error rate is 200/h
+        /// during batch runs; that is normal").
+        Fact = "fact",
+        /// What happened in an investigation ("the pod metric queried
+        /// first does not exist here").
+        Experience = "experience",
+        /// How to investigate ("check the connection pool first").
+        Procedure = "procedure",
+    }
+);
+
+wire_enum!(
+    /// Whether a memory helped the investigation it came from.
+    MemoryValence, "memory valence" {
+        /// Following it helped.
+        Helped = "helped",
+        /// Following it misled: a warning for the next investigations.
+        Misled = "misled",
+        /// Neither.
+        Neutral = "neutral",
+    }
+);
+
 impl ExecutionStatus {
     /// True for completed, failed, timed_out and cancelled.
     pub const fn is_terminal(self) -> bool {
@@ -258,6 +284,8 @@ wire_enum!(
         Chat = "chat",
         /// A judge scoring the finished investigation.
         Scoring = "scoring",
+        /// The reflector learning memories from a scored investigation.
+        Memory = "memory",
     }
 );
 
@@ -275,6 +303,9 @@ wire_enum!(
         /// A judge scoring the finished investigation (after the session's
         /// own outcome is final).
         Scoring = "scoring",
+        /// The reflector learning memories from the scored investigation
+        /// (after the score).
+        Memory = "memory",
     }
 );
 
@@ -357,6 +388,8 @@ wire_enum!(
         Compaction = "compaction",
         /// A judge's turn scoring a finished investigation.
         Scoring = "scoring",
+        /// The reflector's turn learning memories from an investigation.
+        Reflection = "reflection",
     }
 );
 

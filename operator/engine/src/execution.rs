@@ -15,7 +15,7 @@ use crate::fallback::CircuitBreakers;
 use crate::llm::LlmClient;
 use crate::prompt::FailedServer;
 use crate::retry::ServiceRetry;
-use crate::strategy::{Judge, Strategy, strategy_for};
+use crate::strategy::{Judge, Reflect, Strategy, strategy_for};
 use crate::tools::ToolExecutor;
 
 /// Chat data: present only when the execution answers a follow-up question.
@@ -34,6 +34,17 @@ pub struct ScoringContext {
     /// The finished session's formatted timeline, from [`crate::context`]'s
     /// investigation formatter.
     pub investigation: String,
+}
+
+/// Reflection-specific data: present only for a reflector's execution
+/// (kind `memory`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReflectionContext {
+    /// How the reflector works and answers (its system instructions).
+    pub instructions: String,
+    /// What it reflects on: the investigation and the memories it may
+    /// reinforce or deprecate.
+    pub prompt: String,
 }
 
 /// Something found before the run started that the timeline shows (as an
@@ -63,6 +74,9 @@ pub struct ExecutionContext {
     pub alert_data: String,
     /// Runbook text, already fetched (`None`: no runbook section).
     pub runbook_content: Option<String>,
+    /// Memories recalled for this investigation, rendered as a prompt
+    /// section (`None`: none).
+    pub memories: Option<String>,
     /// Problems met while preparing the run, recorded on the timeline first.
     pub warnings: Vec<ExecutionWarning>,
     /// Resolved agent configuration: strategy, provider (with fallbacks),
@@ -78,6 +92,9 @@ pub struct ExecutionContext {
     /// The investigation to judge, for scoring executions: the run is then
     /// the judge's two turns, whatever the configured strategy.
     pub scoring: Option<ScoringContext>,
+    /// The investigation to learn from, for a reflector's execution: the
+    /// run is then one tool-less turn, whatever the configured strategy.
+    pub reflection: Option<ReflectionContext>,
     /// The model.
     pub llm: Arc<dyn LlmClient>,
     /// The tools (the caller owns it and closes it after the run).
@@ -122,12 +139,14 @@ impl ExecutionContext {
             alert_type: alert_type.into(),
             alert_data: alert_data.into(),
             runbook_content: None,
+            memories: None,
             warnings: Vec::new(),
             config,
             mcp_servers: Vec::new(),
             failed_servers: Vec::new(),
             chat: None,
             scoring: None,
+            reflection: None,
             llm,
             tools,
             recorder,
@@ -240,6 +259,8 @@ pub async fn run_agent(
 ) -> ExecutionResult {
     let strategy: Box<dyn Strategy> = if ctx.scoring.is_some() {
         Box::new(Judge)
+    } else if ctx.reflection.is_some() {
+        Box::new(Reflect)
     } else {
         strategy_for(ctx.config.iteration_strategy)
     };

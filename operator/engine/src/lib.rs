@@ -58,7 +58,8 @@ mod window;
 
 pub use deferring::DeferringRecorder;
 pub use execution::{
-    ChatContext, ExecutionContext, ExecutionResult, ExecutionWarning, ScoringContext, run_agent,
+    ChatContext, ExecutionContext, ExecutionResult, ExecutionWarning, ReflectionContext,
+    ScoringContext, run_agent,
 };
 pub use llm::{GrpcLlmClient, LlmClient, ScriptedLlmClient};
 pub use tools::{InMemoryToolExecutor, ToolError, ToolExecutor};

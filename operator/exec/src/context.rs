@@ -216,10 +216,10 @@ pub async fn stage_input(
         StageKind::Investigation | StageKind::Chat => AgentInput::Investigation {
             previous_stages: previous_stages(store, session_id, stage_index).await?,
         },
-        StageKind::Scoring => {
-            return Err(ExecError::Invalid(
-                "a judge's input is the whole investigation, not a stage's".into(),
-            ));
+        StageKind::Scoring | StageKind::Memory => {
+            return Err(ExecError::Invalid(format!(
+                "a {kind} execution's input is the whole investigation, not a stage's"
+            )));
         }
     })
 }
@@ -275,8 +275,9 @@ async fn history(store: &Store, session_id: &str, chat: Option<&str>) -> Result<
                         .find_map(ExecutionRecord::final_analysis);
                 }
             }
-            // A judge's verdict is not part of what was investigated.
-            StageKind::Scoring => {}
+            // A judge's verdict and what was learned from it are not part
+            // of what was investigated.
+            StageKind::Scoring | StageKind::Memory => {}
             StageKind::Chat if chat.is_none_or(|current| record.stage.id == current) => {}
             StageKind::Chat => {
                 let execution = record.executions.first();

@@ -63,7 +63,10 @@ pub fn resolve_execution(
     index: u32,
     selection: Option<&McpSelection>,
 ) -> Result<ResolvedAgentConfig> {
-    if matches!(kind, StageKind::Chat | StageKind::Scoring) {
+    if matches!(
+        kind,
+        StageKind::Chat | StageKind::Scoring | StageKind::Memory
+    ) {
         return Err(ExecError::Invalid(format!(
             "a {kind} execution is not an execution of a chain stage"
         )));
@@ -75,7 +78,7 @@ pub fn resolve_execution(
         ))
     })?;
     match kind {
-        StageKind::Synthesis | StageKind::Chat | StageKind::Scoring => {
+        StageKind::Synthesis | StageKind::Chat | StageKind::Scoring | StageKind::Memory => {
             Ok(config.resolve_synthesis(chain, stage)?)
         }
         StageKind::Investigation => {

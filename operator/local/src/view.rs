@@ -125,8 +125,9 @@ pub(crate) async fn load(
                             .collect()
                     })
                     .unwrap_or_default(),
-                // A judge's stage creates its one execution with it.
-                StageKind::Scoring => Vec::new(),
+                // A judge's or reflector's stage creates its one execution
+                // with it.
+                StageKind::Scoring | StageKind::Memory => Vec::new(),
             };
             for (index, name, exec_kind) in planned {
                 if rows.iter().any(|r| r.agent_index == i64::from(index)) {

@@ -12,7 +12,9 @@
 //!   eval`);
 //! * over gRPC, through [`ScriptedLlmServer`] (an `LLMService` on a local
 //!   port): what tests put in place of the Python LLM service, so that the
-//!   engine's real gRPC client path is exercised.
+//!   engine's real gRPC client path is exercised. Its `Embed` answers with a
+//!   [`ScriptedEmbedder`] (deterministic hashed bag of words), unless
+//!   [`ScriptedLlm::push_embed`] scripted the answer.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -24,8 +26,12 @@
 //! # Ok(()) }
 //! ```
 
+pub mod embed;
 pub mod script;
 pub mod server;
 
+pub use embed::ScriptedEmbedder;
 pub use script::{Ending, ScriptFile, ScriptedChunk, ScriptedResponse};
-pub use server::{RecordedRequest, ResponseStream, ScriptedLlm, ScriptedLlmServer};
+pub use server::{
+    RecordedRequest, ResponseStream, ScriptedEmbedReply, ScriptedLlm, ScriptedLlmServer,
+};

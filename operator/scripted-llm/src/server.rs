@@ -1,5 +1,6 @@
 //! The script and its replay ([`ScriptedLlm::respond`]), the `LLMService`
-//! implementation on top of it, and a handle on a local gRPC server.
+//! implementation on top of it (`Embed` answered by a [`ScriptedEmbedder`]
+//! unless scripted), and a handle on a local gRPC server.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -10,9 +11,9 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use tarsy_proto::v1::llm_service_server::{LlmService, LlmServiceServer};
 use tarsy_proto::v1::{
-    CodeExecutionDelta, ErrorInfo, GenerateRequest, GenerateResponse, GroundingChunk,
-    GroundingDelta, TextDelta, ThinkingDelta, ToolCallDelta, UrlContextResult, UsageInfo,
-    generate_response::Content,
+    CodeExecutionDelta, EmbedRequest, EmbedResponse, Embedding, ErrorInfo, GenerateRequest,
+    GenerateResponse, GroundingChunk, GroundingDelta, TextDelta, ThinkingDelta, ToolCallDelta,
+    UrlContextResult, UsageInfo, generate_response::Content,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -20,7 +21,20 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::{Request, Response, Status};
 
+use crate::embed::ScriptedEmbedder;
 use crate::script::{Ending, ScriptFile, ScriptedChunk, ScriptedResponse};
+
+/// A scripted answer to one `Embed` call, in place of the
+/// [`ScriptedEmbedder`]'s vectors (see [`ScriptedLlm::push_embed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScriptedEmbedReply {
+    /// These vectors, whatever the texts (wrong counts and lengths included).
+    Vectors(Vec<Vec<f32>>),
+    /// The call fails with this status.
+    Fail(tonic::Code, String),
+    /// No answer until the client gives up (deadlines, cancellation).
+    Hang,
+}
 
 /// One request the server received, and how it was answered.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +95,9 @@ struct State {
     default_response: Option<ScriptedResponse>,
     requests: Vec<RecordedRequest>,
     cancellations: usize,
+    embed_script: VecDeque<ScriptedEmbedReply>,
+    embed_requests: Vec<EmbedRequest>,
+    embedder: ScriptedEmbedder,
 }
 
 /// The script and the record of what happened: cheap to clone (shared state),
@@ -159,6 +176,49 @@ impl ScriptedLlm {
     pub fn remaining(&self) -> usize {
         let st = self.lock();
         st.sequential.len() + st.routes.iter().map(|(_, q)| q.len()).sum::<usize>()
+    }
+
+    /// Queues the answer of the next `Embed` call; once the queue is empty,
+    /// calls are answered by the [`ScriptedEmbedder`].
+    pub fn push_embed(&self, reply: ScriptedEmbedReply) -> &Self {
+        self.lock().embed_script.push_back(reply);
+        self
+    }
+
+    /// Answers unscripted `Embed` calls with `embedder` (default:
+    /// [`ScriptedEmbedder::new`]).
+    pub fn set_embedder(&self, embedder: ScriptedEmbedder) -> &Self {
+        self.lock().embedder = embedder;
+        self
+    }
+
+    /// Every `Embed` request received so far, in arrival order.
+    pub fn embed_requests(&self) -> Vec<EmbedRequest> {
+        self.lock().embed_requests.clone()
+    }
+
+    /// Answers one `Embed` request as the gRPC server does: records it, then
+    /// plays the next [`ScriptedEmbedReply`], or embeds the texts.
+    pub async fn embed_request(&self, request: EmbedRequest) -> Result<EmbedResponse, Status> {
+        let (reply, embedder) = {
+            let mut st = self.lock();
+            st.embed_requests.push(request.clone());
+            (st.embed_script.pop_front(), st.embedder)
+        };
+        let vectors = match reply {
+            None => embedder.embed_all(&request.texts),
+            Some(ScriptedEmbedReply::Vectors(vectors)) => vectors,
+            Some(ScriptedEmbedReply::Fail(code, message)) => {
+                return Err(Status::new(code, message));
+            }
+            Some(ScriptedEmbedReply::Hang) => std::future::pending().await,
+        };
+        Ok(EmbedResponse {
+            embeddings: vectors
+                .into_iter()
+                .map(|values| Embedding { values })
+                .collect(),
+        })
     }
 
     /// Streams the server saw the client abandon before they ended.
@@ -368,6 +428,15 @@ impl LlmService for ScriptedLlm {
         request: Request<GenerateRequest>,
     ) -> Result<Response<Self::GenerateStream>, Status> {
         Ok(Response::new(self.respond(request.into_inner())))
+    }
+
+    async fn embed(
+        &self,
+        request: Request<EmbedRequest>,
+    ) -> Result<Response<EmbedResponse>, Status> {
+        self.embed_request(request.into_inner())
+            .await
+            .map(Response::new)
     }
 }
 

@@ -31,6 +31,18 @@ class LLMProvider(ABC):
         terminal ``ErrorInfo`` chunk.
         """
 
+    async def embed(self, cfg: pb.LLMConfig, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order, all of one length (``Embed``).
+
+        ``texts`` is not empty. Failures raise :class:`LLMServiceError`; a
+        backend without embeddings rejects the call.
+        """
+        raise LLMServiceError(
+            ErrorCode.INVALID_REQUEST,
+            f"this backend does not embed texts of provider type {cfg.provider!r}",
+            retryable=False,
+        )
+
     def prewarm(  # noqa: B027 - optional hook
         self, environ: Mapping[str, str], providers: frozenset[str] = ALL
     ) -> None:

@@ -21,7 +21,8 @@ from google.genai import types
 from .. import chunks
 from ..errors import ErrorCode, LLMServiceError
 from ..proto import llm_service_pb2 as pb
-from ..retry import RetryPolicy, Sleep, stream_with_retries
+from ..retry import RetryPolicy, Sleep, call_with_retries, stream_with_retries
+from . import embeddings
 from .base import (
     ALL,
     LLMProvider,
@@ -269,6 +270,31 @@ class GoogleNativeProvider(LLMProvider):
                 continue
             tools.append(factory())
         return tools
+
+    # -- embeddings ------------------------------------------------------------
+
+    async def embed(self, cfg: pb.LLMConfig, texts: list[str]) -> list[list[float]]:
+        """Provider ``google`` (Gemini API): ``batchEmbedContents`` through the
+        same cached client as ``Generate``, 429s retried as there."""
+        if cfg.provider.strip().lower() not in GOOGLE_PROVIDERS:
+            return await super().embed(cfg, texts)
+        embeddings.validate(cfg)
+        client = self.client_for(cfg)
+        fields = {"provider": cfg.provider, "model": cfg.model, "backend": "google-native"}
+
+        async def attempt(part: list[str]) -> list[list[float] | None]:
+            # One content per text: a list of bare strings may be merged into
+            # one content (one vector) by the SDK for some models.
+            contents = [types.Content(parts=[types.Part(text=text)]) for text in part]
+            response = await client.aio.models.embed_content(model=cfg.model, contents=contents)
+            return [e.values for e in response.embeddings or []]
+
+        async def batch(part: list[str]) -> list[list[float] | None]:
+            return await call_with_retries(
+                lambda: attempt(part), policy=self._policy, sleep=self._sleep, log_fields=fields
+            )
+
+        return await embeddings.in_batches(texts, batch)
 
     # -- generation ------------------------------------------------------------
 

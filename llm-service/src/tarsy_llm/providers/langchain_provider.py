@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 from .. import chunks
 from ..errors import ErrorCode, LLMServiceError
 from ..proto import llm_service_pb2 as pb
-from ..retry import RetryPolicy, Sleep, stream_with_retries
-from . import openai_chat
+from ..retry import RetryPolicy, Sleep, call_with_retries, stream_with_retries
+from . import embeddings, openai_chat
 from .base import (
     ALL,
     LLMProvider,
@@ -438,6 +438,25 @@ class LangChainProvider(LLMProvider):
         else:
             self._openai_tools.move_to_end(key)
         return tools
+
+    async def embed(self, cfg: pb.LLMConfig, texts: list[str]) -> list[list[float]]:
+        """Provider ``openai`` (and OpenAI-compatible servers): ``/embeddings``
+        through the same cached SDK client as ``Generate``, 429s retried as there."""
+        if cfg.provider.strip().lower() != "openai":
+            return await super().embed(cfg, texts)
+        embeddings.validate(cfg)
+        client = self.openai_client_for(cfg)
+        fields = {"provider": cfg.provider, "model": cfg.model, "backend": "langchain"}
+
+        async def batch(part: list[str]) -> Any:
+            return await call_with_retries(
+                lambda: embeddings.openai_embed(client, cfg.model, part),
+                policy=self._policy,
+                sleep=self._sleep,
+                log_fields=fields,
+            )
+
+        return await embeddings.in_batches(texts, batch)
 
     async def generate(self, request: pb.GenerateRequest) -> AsyncIterator[pb.GenerateResponse]:
         validate_request(request)

@@ -63,6 +63,12 @@ impl GrpcLlmClient {
         })
     }
 
+    /// The service client a call goes through: the channel connected ahead
+    /// of the first call once it is there (shared with `GrpcEmbedder`).
+    pub(crate) fn service_client(&self) -> LlmServiceClient<Channel> {
+        self.early.get().unwrap_or(&self.client).clone()
+    }
+
     /// A client connected now (fails fast when the service is not there).
     pub async fn connect(endpoint: &str) -> Result<Self, LlmError> {
         let ep = endpoint_for(endpoint)?;
@@ -208,7 +214,7 @@ fn service_unreachable(status: &tonic::Status) -> bool {
 /// The error for a failed RPC: [`LlmErrorInfo::service_unavailable`] when
 /// the service could not be reached, else `transport`, retryable for the
 /// statuses worth another attempt (overloaded, aborted, unknown).
-fn status_info(status: &tonic::Status) -> LlmErrorInfo {
+pub(super) fn status_info(status: &tonic::Status) -> LlmErrorInfo {
     use tonic::Code;
     let mut message = format!("{}: {}", status.code(), status.message());
     // The root cause ("Connection refused") says more than tonic's summary.

@@ -7,8 +7,10 @@
 //!
 //! Implementations: [`GrpcLlmClient`] reaches the LLM service;
 //! [`ScriptedLlmClient`] replays a script file in process (the `scripted`
-//! provider type).
+//! provider type). [`GrpcEmbedder`] embeds texts for investigation memory
+//! through the same service (`Embed`), on the same connection.
 
+mod embed;
 mod grpc;
 mod scripted;
 
@@ -22,6 +24,7 @@ use tarsy_core::{
     Backend, ConversationMessage, LlmProviderConfig, TokenUsage, ToolCall, ToolDefinition,
 };
 
+pub use embed::{DEFAULT_EMBED_TIMEOUT, EMBED_BATCH, GrpcEmbedder};
 pub use grpc::GrpcLlmClient;
 pub use scripted::ScriptedLlmClient;
 

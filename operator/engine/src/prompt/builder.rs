@@ -51,6 +51,9 @@ pub struct PromptInput {
     pub alert_data: String,
     /// Runbook text; `None` or empty leaves the runbook section out.
     pub runbook: Option<String>,
+    /// Lessons recalled from past investigations, already rendered as a
+    /// section (`tarsy_memory::inject`); `None` leaves it out.
+    pub memories: Option<String>,
     /// Agent custom instructions (tier 3); empty leaves the tier out.
     pub custom_instructions: String,
     /// MCP server instructions (tier 2), in the agent's server order.
@@ -65,6 +68,9 @@ pub struct PromptInput {
     /// The finished investigation a judge scores; `Some` makes the
     /// conversation the judge's, whatever the strategy.
     pub judged_investigation: Option<String>,
+    /// A reflector's instructions and what it reflects on; `Some` makes
+    /// the conversation the reflector's, whatever the strategy.
+    pub reflection: Option<(String, String)>,
     /// Previous stages' context ([`crate::context::build_stage_context`]) for
     /// investigations, or the formatted parallel investigations
     /// ([`crate::context::format_investigation_for_synthesis`]) for synthesis.
@@ -121,6 +127,9 @@ impl PromptBuilder {
     ) -> Vec<ConversationMessage> {
         if let Some(investigation) = &input.judged_investigation {
             return self.judge_messages(input, investigation);
+        }
+        if let Some((instructions, prompt)) = &input.reflection {
+            return self.reflector_messages(input, instructions, prompt);
         }
         match strategy {
             IterationStrategy::React => self.react_messages(input),
@@ -276,6 +285,32 @@ impl PromptBuilder {
         ]
     }
 
+    /// System + user messages of a reflector: who it is, how it learns
+    /// (`instructions`, plus the agent's custom instructions) and what it
+    /// reflects on.
+    pub fn reflector_messages(
+        &self,
+        input: &PromptInput,
+        instructions: &str,
+        prompt: &str,
+    ) -> Vec<ConversationMessage> {
+        let mut system = vec![format!(
+            "You are {}, who keeps TARSy's memory of past investigations.\n\n{}",
+            agent_name(input),
+            instructions.trim()
+        )];
+        if !input.custom_instructions.trim().is_empty() {
+            system.push(render(
+                assets::CUSTOM_INSTRUCTIONS,
+                &[("instructions", input.custom_instructions.trim())],
+            ));
+        }
+        vec![
+            ConversationMessage::system(join(system)),
+            ConversationMessage::user(prompt.trim()),
+        ]
+    }
+
     /// The first user message: the chat message when `input.chat` is set,
     /// otherwise the investigation message.
     pub fn user_message(&self, input: &PromptInput) -> String {
@@ -300,6 +335,9 @@ impl PromptBuilder {
                 assets::RUNBOOK_SECTION,
                 &[("runbook", runbook.trim())],
             ));
+        }
+        if let Some(memories) = input.memories.as_deref().filter(|m| !m.trim().is_empty()) {
+            parts.push(memories.trim().to_string());
         }
         if let Some(context) = input
             .previous_stage_context

@@ -39,6 +39,8 @@ fn full_input() -> PromptInput {
         alert_type: "PodCrashLooping".into(),
         alert_data: "pod=web-1 namespace=shop restarts=42".into(),
         runbook: Some("# Runbook\nCheck OOMKilled.".into()),
+        memories: None,
+        reflection: None,
         custom_instructions: "Always check the HPA too.".into(),
         server_instructions: vec![
             ServerInstructions {
@@ -440,4 +442,39 @@ fn conversation_context_skips_system_messages_and_labels_the_rest() {
         text,
         "User: Investigate web-1\n\nAssistant: Checking pods\n[tool call] kubernetes.pods_list({\"namespace\":\"shop\"})\n\nTool result (kubernetes.pods_list): web-1 Running"
     );
+}
+
+#[test]
+fn recalled_memories_follow_the_runbook_and_precede_earlier_stages() {
+    let input = PromptInput {
+        memories: Some("## Lessons from past investigations\n- the pool fills up first".into()),
+        ..full_input()
+    };
+    let user = PromptBuilder::new().investigation_user_message(&input);
+    let runbook = user.find("Check OOMKilled.").unwrap();
+    let lessons = user.find("## Lessons from past investigations").unwrap();
+    let previous = user
+        .find(input.previous_stage_context.as_deref().unwrap().trim())
+        .unwrap();
+    assert!(runbook < lessons && lessons < previous, "{user}");
+    // No memories: no section.
+    let plain = PromptBuilder::new().investigation_user_message(&full_input());
+    assert!(!plain.contains("Lessons from past"));
+}
+
+#[test]
+fn a_reflector_gets_its_instructions_and_what_it_reflects_on_whatever_the_strategy() {
+    let input = PromptInput {
+        agent_name: "MemoryReflector".into(),
+        reflection: Some(("Answer with JSON.".into(), "The investigation: ...".into())),
+        ..full_input()
+    };
+    for strategy in [IterationStrategy::React, IterationStrategy::Synthesis] {
+        let messages = PromptBuilder::new().messages_for(strategy, &input);
+        assert_eq!(messages.len(), 2);
+        assert!(messages[0].content.starts_with("You are MemoryReflector"));
+        assert!(messages[0].content.contains("Answer with JSON."));
+        assert!(messages[0].content.contains("Always check the HPA too."));
+        assert_eq!(messages[1].content, "The investigation: ...");
+    }
 }

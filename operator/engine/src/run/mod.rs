@@ -142,6 +142,7 @@ impl<'a> Run<'a> {
             alert_type: self.ctx.alert_type.clone(),
             alert_data: self.ctx.alert_data.clone(),
             runbook: self.ctx.runbook_content.clone(),
+            memories: self.ctx.memories.clone(),
             tools: self.tools.clone(),
             failed_servers: unavailable,
             chat: self.ctx.chat.as_ref().map(|c| ChatInput {
@@ -149,6 +150,11 @@ impl<'a> Run<'a> {
                 question: c.question.clone(),
             }),
             judged_investigation: self.ctx.scoring.as_ref().map(|s| s.investigation.clone()),
+            reflection: self
+                .ctx
+                .reflection
+                .as_ref()
+                .map(|r| (r.instructions.clone(), r.prompt.clone())),
             previous_stage_context: prev_stage_context.map(str::to_string),
             ..PromptInput::default()
         }
@@ -165,7 +171,10 @@ impl<'a> Run<'a> {
     /// agent cannot use, whether it failed to start or to list its tools.
     async fn list_tools(&mut self) -> Result<Vec<FailedServer>, Stop> {
         // A judge reads the investigation; it calls no tools.
-        if self.ctx.config.iteration_strategy.uses_tools() && self.ctx.scoring.is_none() {
+        if self.ctx.config.iteration_strategy.uses_tools()
+            && self.ctx.scoring.is_none()
+            && self.ctx.reflection.is_none()
+        {
             let deadline = self.iteration_deadline();
             let tools = self.ctx.tools.clone();
             match self.guard(deadline, tools.list_tools()).await {

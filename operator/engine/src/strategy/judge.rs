@@ -34,7 +34,7 @@ impl Strategy for Judge {
 }
 
 /// The answers the conversation holds already (a resumed judge).
-fn answers(run: &Run<'_>) -> Vec<String> {
+pub(super) fn answers(run: &Run<'_>) -> Vec<String> {
     run.conv
         .messages()
         .iter()

@@ -11,6 +11,8 @@
 //! * [`Judge`] (any scoring execution, whatever its strategy): two
 //!   tool-less turns over a finished investigation, assessment then tool
 //!   report.
+//! * [`Reflect`] (any memory execution): one tool-less turn over a scored
+//!   investigation, the memory actions.
 //!
 //! What they share (streaming, LLM interaction records, provider fallback,
 //! context management, tool execution) lives in [`crate::run`]; the forced
@@ -38,6 +40,7 @@ mod forced_conclusion;
 mod function_calling;
 mod judge;
 mod react;
+mod reflect;
 mod single_call;
 
 use async_trait::async_trait;
@@ -46,6 +49,7 @@ use tarsy_core::{ExecutionStatus, IterationStrategy, RecordError};
 pub(crate) use function_calling::FunctionCalling;
 pub(crate) use judge::Judge;
 pub(crate) use react::React;
+pub(crate) use reflect::Reflect;
 pub(crate) use single_call::SingleCall;
 
 use crate::execution::{ExecutionContext, ExecutionResult};

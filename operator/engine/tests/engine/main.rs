@@ -6,6 +6,7 @@ mod function_calling;
 mod outage;
 mod react;
 mod reference_timeline;
+mod reflection;
 mod resilience;
 mod resume;
 mod scoring;
