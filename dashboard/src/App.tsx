@@ -11,6 +11,7 @@ const SessionPage = lazy(() => import('./pages/SessionPage').then((m) => ({ defa
 const TracePage = lazy(() => import('./pages/TracePage').then((m) => ({ default: m.TracePage })));
 const TriagePage = lazy(() => import('./pages/TriagePage').then((m) => ({ default: m.TriagePage })));
 const QualityPage = lazy(() => import('./pages/QualityPage').then((m) => ({ default: m.QualityPage })));
+const MemoryPage = lazy(() => import('./pages/MemoryPage').then((m) => ({ default: m.MemoryPage })));
 const ScoringPage = lazy(() => import('./pages/ScoringPage').then((m) => ({ default: m.ScoringPage })));
 const SubmitPage = lazy(() => import('./pages/SubmitPage').then((m) => ({ default: m.SubmitPage })));
 const SystemPage = lazy(() => import('./pages/SystemPage').then((m) => ({ default: m.SystemPage })));
@@ -43,6 +44,7 @@ export function App() {
             </NavLink>
             <NavLink to="/triage">Triage</NavLink>
             <NavLink to="/quality">Quality</NavLink>
+            <NavLink to="/memories">Memory</NavLink>
             <NavLink to="/submit">Submit alert</NavLink>
             <NavLink to="/system">System</NavLink>
           </nav>
@@ -57,6 +59,7 @@ export function App() {
               <Route path="/sessions/:id/scoring" element={<ScoringPage />} />
               <Route path="/triage" element={<TriagePage />} />
               <Route path="/quality" element={<QualityPage />} />
+              <Route path="/memories" element={<MemoryPage />} />
               <Route path="/submit" element={<SubmitPage />} />
               <Route path="/system" element={<SystemPage />} />
               <Route path="*" element={<NotFoundPage />} />

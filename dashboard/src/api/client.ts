@@ -22,6 +22,12 @@ import type {
   TimelineEvent,
   Quality,
   Triage,
+  Memory,
+  MemoryCategory,
+  MemoryList,
+  MemoryPatch,
+  MemoryValence,
+  SessionMemories,
 } from './types';
 
 export class ApiError extends Error {
@@ -89,6 +95,29 @@ export function sessionQueryString(query: SessionQuery): string {
   return params.toString();
 }
 
+export interface MemoryQuery {
+  /** Full text: memories with every word of it. */
+  q?: string;
+  category?: MemoryCategory;
+  valence?: MemoryValence;
+  /** Only deprecated (true) or only live (false) memories; both when absent. */
+  deprecated?: boolean;
+  limit?: number;
+  offset?: number;
+}
+
+export function memoryQueryString(query: MemoryQuery): string {
+  const params = new URLSearchParams();
+  const q = query.q?.trim();
+  if (q) params.set('q', q);
+  if (query.category) params.set('category', query.category);
+  if (query.valence) params.set('valence', query.valence);
+  if (query.deprecated !== undefined) params.set('deprecated', String(query.deprecated));
+  if (query.limit) params.set('limit', String(query.limit));
+  if (query.offset) params.set('offset', String(query.offset));
+  return params.toString();
+}
+
 const enc = encodeURIComponent;
 
 export const api = {
@@ -125,6 +154,13 @@ export const api = {
       method: 'POST',
       body: JSON.stringify(alert),
     }),
+  memories: (query: MemoryQuery) => request<MemoryList>(`/api/v1/memories?${memoryQueryString(query)}`),
+  memory: (id: string) => request<Memory>(`/api/v1/memories/${enc(id)}`),
+  updateMemory: (id: string, change: MemoryPatch) =>
+    request<Memory>(`/api/v1/memories/${enc(id)}`, { method: 'PATCH', body: JSON.stringify(change) }),
+  deprecateMemory: (id: string) => request<Memory>(`/api/v1/memories/${enc(id)}/deprecate`, { method: 'POST' }),
+  deleteMemory: (id: string) => request<null>(`/api/v1/memories/${enc(id)}`, { method: 'DELETE' }),
+  sessionMemories: (id: string) => request<SessionMemories>(`/api/v1/sessions/${enc(id)}/memories`),
   health: () => fetch('/health').then((r) => r.json() as Promise<Health>),
   configuration: () => request<SystemConfiguration>('/api/v1/system/configuration'),
 };

@@ -242,6 +242,91 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/memories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List and search memories
+         * @description One page of the memories of a scope, most recently reinforced (learned again) first, optionally only of a category or valence, only deprecated or only live ones, or only those with every word of `q`.
+         */
+        get: operations["list_memories"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/memories/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One memory */
+        get: operations["get_memory"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a memory
+         * @description Deletes the memory and the records of the sessions it was put into.
+         */
+        delete: operations["delete_memory"];
+        options?: never;
+        head?: never;
+        /**
+         * Edit a memory
+         * @description Changes the fields given (at least one); the others are kept. The content is trimmed and masked (every built-in pattern) before it is stored, and a changed content drops the memory's embedding (it described the old text): the memory is then recalled by its words only.
+         */
+        patch: operations["update_memory"];
+        trace?: never;
+    };
+    "/api/v1/memories/{id}/deprecate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deprecate a memory
+         * @description Keeps the memory but never recalls it again (restore it with `PATCH` `{"deprecated": false}`). Idempotent: a deprecated memory is answered as it is. No body.
+         */
+        post: operations["deprecate_memory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{id}/memories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A session's memories
+         * @description The memories put into the session's prompts, in their order there, and those learned from it, oldest first; only memories of the API's own scope or its projects.
+         */
+        get: operations["session_memories"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions/{id}/timeline": {
         parameters: {
             query?: never;
@@ -971,6 +1056,100 @@ export interface components {
             origin: string;
         };
         /**
+         * @description One memory. Its embedding is stored with it but never sent: see
+         *     [`Store::all_memories`].
+         */
+        Memory: {
+            /** @description Id. */
+            id: string;
+            /**
+             * @description The scope it belongs to: a namespace[/project] (cluster mode), a
+             *     project (local mode).
+             */
+            scope: string;
+            /** @description The lesson (masked). */
+            content: string;
+            /** @description Fact, experience or procedure. */
+            category: components["schemas"]["MemoryCategory"];
+            /** @description Whether following it helped or misled. */
+            valence: components["schemas"]["MemoryValence"];
+            /**
+             * Format: double
+             * @description 0–1: raised when it is seen again, changed by its session's review.
+             */
+            confidence: number;
+            /**
+             * Format: int64
+             * @description How many times it was learned (1, then one more per reinforcement).
+             */
+            seen_count: number;
+            /** @description The alert type it was learned from. */
+            alert_type?: string | null;
+            /** @description The chain it was learned from. */
+            chain_id?: string | null;
+            /** @description The session it was learned from (which may since be deleted). */
+            source_session_id?: string | null;
+            /** @description Kept, but never recalled. */
+            deprecated: boolean;
+            /**
+             * Format: date-time
+             * @description Written.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description Last changed.
+             */
+            updated_at: string;
+            /**
+             * Format: date-time
+             * @description Written or last reinforced: its age for recall.
+             */
+            last_reinforced_at: string;
+        };
+        /**
+         * @description What an investigation memory is about.
+         * @enum {string}
+         */
+        MemoryCategory: "fact" | "experience" | "procedure";
+        /** @description Answer of `GET /api/v1/memories`. */
+        MemoryList: {
+            /** @description This page, most recently reinforced first (ties by id). */
+            memories: components["schemas"]["Memory"][];
+            /**
+             * Format: int64
+             * @description Memories matching the filters, in all pages.
+             */
+            total: number;
+        };
+        /**
+         * @description Body of `PATCH /api/v1/memories/{id}`: the fields to change (at least
+         *     one); an absent or null field is kept. Unknown fields are refused.
+         */
+        MemoryPatch: {
+            /**
+             * @description The new lesson: trimmed, not empty, at most 2,000 characters,
+             *     masked before it is stored (secrets become `[MASKED_…]` markers).
+             *     A content that differs from the stored one drops the memory's
+             *     embedding: it is then recalled by its words only.
+             */
+            content?: string | null;
+            category?: components["schemas"]["MemoryCategory"] | null;
+            valence?: components["schemas"]["MemoryValence"] | null;
+            /**
+             * Format: double
+             * @description 0–1.
+             */
+            confidence?: number | null;
+            /** @description Deprecate (`true`: kept, never recalled) or restore (`false`). */
+            deprecated?: boolean | null;
+        };
+        /**
+         * @description Whether a memory helped the investigation it came from.
+         * @enum {string}
+         */
+        MemoryValence: "helped" | "misled" | "neutral";
+        /**
          * @description Role of a conversation message.
          * @enum {string}
          */
@@ -1288,6 +1467,16 @@ export interface components {
             sessions: components["schemas"]["SessionSummary"][];
             /** @description Where the page sits. */
             pagination: components["schemas"]["Pagination"];
+        };
+        /** @description Answer of `GET /api/v1/sessions/{id}/memories`. */
+        SessionMemories: {
+            /**
+             * @description The memories put into the session's prompts, in their order there
+             *     (deleted ones are gone).
+             */
+            injected: components["schemas"]["Memory"][];
+            /** @description The memories learned from the session, oldest first. */
+            learned: components["schemas"]["Memory"][];
         };
         /** @description One scoring attempt of a session. */
         SessionScore: {
@@ -2555,6 +2744,513 @@ export interface operations {
             };
             /** @description An unknown parameter or a window out of range. */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_memories: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The memory scope (default: this API's own — the project in local
+                 *     mode, the namespace in cluster mode). Only this API's own scope or
+                 *     one of its projects (`<scope>/<project>`) is allowed.
+                 */
+                scope?: string;
+                /** @description Only this category. */
+                category?: "fact" | "experience" | "procedure";
+                /** @description Only this valence. */
+                valence?: "helped" | "misled" | "neutral";
+                /**
+                 * @description Only deprecated memories (`true`) or only live ones (`false`);
+                 *     both without it.
+                 */
+                deprecated?: boolean;
+                /**
+                 * @description Full-text search: only memories with every word of it (its first 32
+                 *     runs of letters and digits of 2–64 characters, case-insensitive,
+                 *     common English words ignored; without such a word it filters
+                 *     nothing).
+                 */
+                q?: string;
+                /** @description Memories per page (default 50). */
+                limit?: number;
+                /** @description Memories to skip (default 0). */
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryList"];
+                };
+            };
+            /** @description An unknown parameter; an unknown category or valence; `deprecated` other than true or false; a limit or offset out of range or not a number; `q` over 1,000 characters; an empty scope, or none when the API has no scope of its own. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A scope outside the API's own. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_memory: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The memory scope (default: this API's own — the project in local
+                 *     mode, the namespace in cluster mode). Only this API's own scope or
+                 *     one of its projects (`<scope>/<project>`) is allowed.
+                 */
+                scope?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Memory id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The memory. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            /** @description An unknown parameter, an undecodable path, an empty scope, or none when the API has no scope of its own. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A scope outside the API's own. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such memory in the scope. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_memory: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The memory scope (default: this API's own — the project in local
+                 *     mode, the namespace in cluster mode). Only this API's own scope or
+                 *     one of its projects (`<scope>/<project>`) is allowed.
+                 */
+                scope?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Memory id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description An unknown parameter, an undecodable path, an empty scope, or none when the API has no scope of its own. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A scope outside the API's own. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such memory in the scope. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_memory: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The memory scope (default: this API's own — the project in local
+                 *     mode, the namespace in cluster mode). Only this API's own scope or
+                 *     one of its projects (`<scope>/<project>`) is allowed.
+                 */
+                scope?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Memory id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemoryPatch"];
+            };
+        };
+        responses: {
+            /** @description The memory after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            /** @description Malformed JSON, an unknown or mistyped field, no field to change, an empty content or one over 2,000 characters, a content that could not be masked, a confidence outside 0–1, an unknown parameter, an undecodable path, an empty scope, or none when the API has no scope of its own. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A scope outside the API's own. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such memory in the scope. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body over 65,536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    deprecate_memory: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The memory scope (default: this API's own — the project in local
+                 *     mode, the namespace in cluster mode). Only this API's own scope or
+                 *     one of its projects (`<scope>/<project>`) is allowed.
+                 */
+                scope?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Memory id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The memory, deprecated. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            /** @description An unknown parameter, an undecodable path, an empty scope, or none when the API has no scope of its own. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A scope outside the API's own. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such memory in the scope. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    session_memories: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Session id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The memories. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionMemories"];
+                };
+            };
+            /** @description An undecodable path. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such session. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

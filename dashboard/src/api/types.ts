@@ -71,6 +71,31 @@ export type Triage = Schemas['Triage'];
 export type TriageGroup = Schemas['TriageGroup'];
 /** The quality page's aggregates. */
 export type Quality = Schemas['Quality'];
+/** A short lesson learned from a scored investigation (its content is masked). */
+export type Memory = Schemas['Memory'];
+export type MemoryCategory = Schemas['MemoryCategory'];
+export type MemoryValence = Schemas['MemoryValence'];
+export type MemoryList = Schemas['MemoryList'];
+export type MemoryPatch = Schemas['MemoryPatch'];
+/** The memories put into a session's prompts and those learned from it. */
+export type SessionMemories = Schemas['SessionMemories'];
+
+// Records over the unions: a category or valence added on the server fails
+// the type check until it is labelled here.
+const CATEGORY_LABELS: Record<MemoryCategory, string> = {
+  fact: 'Fact',
+  experience: 'Experience',
+  procedure: 'Procedure',
+};
+const VALENCE_LABELS: Record<MemoryValence, string> = {
+  helped: 'Helped',
+  misled: 'Misled',
+  neutral: 'Neutral',
+};
+/** Memory categories in display order, with their labels. */
+export const MEMORY_CATEGORIES = Object.entries(CATEGORY_LABELS) as [MemoryCategory, string][];
+/** Memory valences in display order, with their labels. */
+export const MEMORY_VALENCES = Object.entries(VALENCE_LABELS) as [MemoryValence, string][];
 
 /** Ratings in the order a reviewer picks them, with their labels. */
 export const RATINGS: readonly [ReviewRating, string][] = [

@@ -57,3 +57,33 @@ export function prettyJson(value: unknown): string {
   }
   return JSON.stringify(value, null, 2) ?? '';
 }
+
+/**
+ * How long ago `iso` was, in words ("just now", "5 min ago", "3 h ago",
+ * "2 days ago", "4 months ago", "1 year ago"); a time slightly in the
+ * future (clocks differ) is "just now". "—" for none.
+ */
+export function formatAge(iso: string | null | undefined, now: number = Date.now()): string {
+  if (!iso) return '—';
+  const then = Date.parse(iso);
+  if (Number.isNaN(then)) return iso;
+  const seconds = Math.max(0, (now - then) / 1000);
+  if (seconds < 60) return 'just now';
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes} min ago`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) return `${hours} h ago`;
+  const days = Math.floor(hours / 24);
+  if (days < 30) return days === 1 ? '1 day ago' : `${days} days ago`;
+  if (days < 365) {
+    const months = Math.floor(days / 30);
+    return months === 1 ? '1 month ago' : `${months} months ago`;
+  }
+  const years = Math.floor(days / 365);
+  return years === 1 ? '1 year ago' : `${years} years ago`;
+}
+
+/** A 0–1 confidence as the API gives it, with two decimals ("0.80"). */
+export function formatConfidence(value: number): string {
+  return Number.isFinite(value) ? value.toFixed(2) : '—';
+}

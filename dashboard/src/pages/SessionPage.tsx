@@ -11,6 +11,7 @@ import { useNow } from '../components/hooks';
 import { Kubectl } from '../components/Kubectl';
 import { Markdown } from '../components/Markdown';
 import { ScoreBadge } from '../components/ScoreBadge';
+import { SessionMemories } from '../components/SessionMemories';
 import { StatusBadge } from '../components/StatusBadge';
 import { TimelineView } from '../components/TimelineView';
 import { reportMarkdown } from '../state/report';
@@ -199,6 +200,8 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
           </p>
         </section>
       )}
+
+      <SessionMemories sessionId={id} stages={detail.stages} />
 
       {(detail.executive_summary || detail.executive_summary_error) && (
         <section className="card" aria-labelledby="summary-title">

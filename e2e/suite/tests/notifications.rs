@@ -233,6 +233,7 @@ fn session(id: &str) -> NewSession {
         author: None,
         runbook_url: None,
         mcp_selection: None,
+        memory_scope: None,
     }
 }
 

@@ -249,11 +249,21 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     out.status.session_id = Some(uid.clone());
     // The row exists once the session left Pending.
     if phase == AlertPhase::Pending {
+        let scope = tarsy_crds::contract::memory_scope(
+            alert.metadata.namespace.as_deref().unwrap_or_default(),
+            alert
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(tarsy_crds::contract::LABEL_PROJECT))
+                .map(String::as_str),
+        );
         out.store.push(StoreOp::CreateSession(new_session(
             uid.clone(),
             &chain.name,
             &alert.spec.submission(""),
             inputs.alert_masker,
+            Some(scope),
         )));
     }
     let cancel = alert.spec.cancel == Some(true);

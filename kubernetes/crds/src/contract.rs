@@ -44,6 +44,19 @@ pub fn score_request_patch(stage_id: &str) -> serde_json::Value {
     serde_json::json!({"metadata": {"annotations": {SCORE_ANNOTATION: stage_id}}})
 }
 
+/// Label of an Alert: the project its investigation memory belongs to,
+/// within its namespace (memories never cross a namespace, nor a project).
+pub const LABEL_PROJECT: &str = "tarsy.dev/project";
+
+/// The memory scope of an Alert in `namespace` labelled with `project`
+/// ([`LABEL_PROJECT`]): `namespace`, or `namespace/project`.
+pub fn memory_scope(namespace: &str, project: Option<&str>) -> String {
+    match project.map(str::trim).filter(|p| !p.is_empty()) {
+        Some(p) => format!("{namespace}/{p}"),
+        None => namespace.to_string(),
+    }
+}
+
 /// Label: name of the Alert an execution or pod belongs to.
 pub const LABEL_ALERT: &str = "tarsy.dev/alert";
 /// Label: name of the AgentExecution a pod runs.

@@ -287,6 +287,8 @@ pub async fn run(
             &prepared.defaults,
             tarsy_exec::runbook::token_from_env(),
         )),
+        // Full text alone: the pod has no embedding provider's resource.
+        memory: tarsy_exec::memory::MemoryService::new(&prepared.defaults.memory, None),
     };
     let deadline = deadline_of(spec.deadline.as_ref(), prepared.defaults.session_timeout);
     let launched = match input(&store, &publisher, &ae, closes).await {

@@ -69,6 +69,7 @@ async fn setup(name: &str, script: ScriptedLlm) -> Setup {
             author: None,
             runbook_url: None,
             mcp_selection: None,
+            memory_scope: None,
         })
         .await
         .unwrap();

@@ -360,7 +360,7 @@ spec:
     for needle in [
         "spec.alertTypes[0]: alert type \"KubePodCrashLooping\" is already handled by Chain \"pods\"",
         "spec.llmProvider: unknown LLM provider \"gemini-flash\" (known: anthropic-default, gemini-pro, google-default, gpt, openai-default, xai-default)",
-        "spec.stages[0].agents[1].name: unknown agent \"log-raeder\" (known: chat-agent, kubernetes-agent, log-reader, scoring-agent, synthesis-agent)",
+        "spec.stages[0].agents[1].name: unknown agent \"log-raeder\" (known: chat-agent, kubernetes-agent, log-reader, memory-reflector, scoring-agent, synthesis-agent)",
         "spec.stages[0].agents[1].mcpServers[0]: unknown MCP server \"lokki\" (known: kubernetes-server, loki)",
     ] {
         assert!(msg.contains(needle), "{needle:?} not in {msg:?}");

@@ -901,8 +901,9 @@ pub(crate) async fn get_session(
     }))
 }
 
-/// `GET /metrics`: the process's metrics, plus sessions by status counted
-/// in the store (so every replica reports the same, right after a restart).
+/// `GET /metrics`: the process's metrics, plus sessions by status and live
+/// memories by scope and category counted in the store (so every replica
+/// reports the same, right after a restart).
 #[utoipa::path(
     get,
     path = "/metrics",
@@ -928,6 +929,10 @@ pub(crate) async fn metrics(State(api): State<AppState>) -> Response {
                 status.as_str()
             ));
         }
+    }
+    // Fail-open: left out when the store does not answer.
+    if let Some(gauge) = crate::memories::gauge(&api).await {
+        extra.push_str(&gauge);
     }
     (
         [(

@@ -24,6 +24,7 @@ mod control;
 pub mod dashboard;
 mod error;
 mod handlers;
+mod memories;
 mod openapi;
 mod quality;
 mod review;
@@ -82,6 +83,12 @@ pub struct ApiConfig {
     pub configuration: Option<Arc<dyn SystemConfigurationSource>>,
     /// Cluster mode: fills the optional `cluster` fields of a session.
     pub cluster_objects: Option<Arc<dyn ClusterObjectsSource>>,
+    /// The API's own investigation-memory scope: the project in local mode
+    /// (`Defaults.memory.project`), the namespace it serves in cluster mode.
+    /// The memory endpoints default to it and serve nothing outside it and
+    /// its projects (`<scope>/<project>`). `None` (embedders, tests): a
+    /// request names its scope, any scope.
+    pub memory_scope: Option<String>,
 }
 
 impl std::fmt::Debug for ApiConfig {
@@ -93,6 +100,7 @@ impl std::fmt::Debug for ApiConfig {
             .field("dashboard", &self.dashboard.map(|d| d.is_built()))
             .field("configuration", &self.configuration.is_some())
             .field("cluster_objects", &self.cluster_objects.is_some())
+            .field("memory_scope", &self.memory_scope)
             .finish()
     }
 }
@@ -106,6 +114,7 @@ impl Default for ApiConfig {
             dashboard: None,
             configuration: None,
             cluster_objects: None,
+            memory_scope: None,
         }
     }
 }

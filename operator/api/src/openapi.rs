@@ -15,7 +15,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::{AppState, handlers, quality, review};
+use crate::{AppState, handlers, memories, quality, review};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -33,6 +33,8 @@ use crate::{AppState, handlers, quality, review};
         (name = "chat", description = "Follow-up questions about a finished investigation"),
         (name = "scoring", description = "The judge's scores of finished investigations"),
         (name = "review", description = "People's reviews of finished investigations"),
+        (name = "memory", description = "What TARSy learned from scored investigations and \
+            puts into later investigations' prompts"),
         (name = "trace", description = "The LLM and MCP calls of a session"),
         (name = "system", description = "Health, metrics, configuration and this document"),
     )
@@ -54,6 +56,14 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(review::bulk_review))
         .routes(routes!(review::triage))
         .routes(routes!(quality::quality))
+        .routes(routes!(memories::list_memories))
+        .routes(routes!(
+            memories::get_memory,
+            memories::update_memory,
+            memories::delete_memory
+        ))
+        .routes(routes!(memories::deprecate_memory))
+        .routes(routes!(memories::session_memories))
         .routes(routes!(handlers::timeline))
         .routes(routes!(handlers::trace))
         .routes(routes!(handlers::llm_interaction))

@@ -177,6 +177,23 @@ impl ReviewRequest {
 /// Applies a change by `actor` and publishes it.
 async fn apply(api: &AppState, id: &str, actor: &str, change: &ReviewChange) -> ApiResult<Review> {
     let review = api.store.change_review(id, actor, change).await?;
+    let rated = match change {
+        ReviewChange::Complete { rating, .. } => Some(*rating),
+        ReviewChange::Update { rating, .. } => *rating,
+        _ => None,
+    };
+    if let Some(rating) = rated {
+        correct_memories(api, id, rating).await;
+    }
+    let feedback = match change {
+        ReviewChange::Complete { feedback, .. }
+        | ReviewChange::Acknowledge { feedback, .. }
+        | ReviewChange::Update { feedback, .. } => feedback.as_deref(),
+        _ => None,
+    };
+    if let Some(feedback) = feedback.map(str::trim).filter(|f| !f.is_empty()) {
+        api.control.learn_from_feedback(id, feedback).await;
+    }
     publish_session_review(
         api.hub.publisher().as_ref(),
         actor,
@@ -190,6 +207,23 @@ async fn apply(api: &AppState, id: &str, actor: &str, change: &ReviewChange) -> 
     )
     .await;
     Ok(review)
+}
+
+/// What a rating does to the memories learned from the session
+/// (`tarsy_memory::review_effect`). Fail-open: the review stands if the
+/// memories cannot be changed (logged).
+async fn correct_memories(api: &AppState, id: &str, rating: tarsy_core::ReviewRating) {
+    let changed = match tarsy_memory::review_effect(rating) {
+        tarsy_memory::ReviewEffect::Confidence(delta) => {
+            api.store
+                .adjust_session_memories_confidence(id, delta)
+                .await
+        }
+        tarsy_memory::ReviewEffect::Deprecate => api.store.deprecate_session_memories(id).await,
+    };
+    if let Err(e) = changed {
+        tracing::warn!(session_id = id, error = %e, "the review did not reach the session's memories");
+    }
 }
 
 /// `POST /api/v1/sessions/{id}/review`.

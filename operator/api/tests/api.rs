@@ -6,6 +6,7 @@ mod common;
 
 mod api {
     mod dashboard;
+    mod memories;
     mod rest;
     mod review;
     mod ws;

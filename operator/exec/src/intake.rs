@@ -24,14 +24,16 @@ pub fn alert_masker(defaults: &Defaults) -> Option<MaskingService> {
     }
 }
 
-/// The session row of `alert` (id `id`, running `chain`), its data masked
-/// by `masker` — the one row every writer (local mode, the operator, the
-/// cluster API) creates, so whichever comes first writes the same.
+/// The session row of `alert` (id `id`, running `chain`, learning and
+/// recalling memories in `memory_scope`), its data masked by `masker` —
+/// the one row every writer (local mode, the operator, the cluster API)
+/// creates, so whichever comes first writes the same.
 pub fn new_session(
     id: impl Into<String>,
     chain: &str,
     alert: &NewAlert,
     masker: Option<&MaskingService>,
+    memory_scope: Option<String>,
 ) -> NewSession {
     NewSession {
         id: id.into(),
@@ -48,6 +50,7 @@ pub fn new_session(
             .mcp_selection
             .as_ref()
             .and_then(|s| serde_json::to_value(s).ok()),
+        memory_scope,
     }
 }
 

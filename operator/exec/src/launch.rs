@@ -18,7 +18,7 @@ use tarsy_engine::fallback::CircuitBreakers;
 use tarsy_engine::prompt::FailedServer;
 use tarsy_engine::{
     ChatContext, DeferringRecorder, ExecutionContext, ExecutionResult, InMemoryToolExecutor,
-    LlmClient, ScoringContext, ToolExecutor, run_agent,
+    LlmClient, ReflectionContext, ScoringContext, ToolExecutor, run_agent,
 };
 use tarsy_mcp::{ExecutorRequest, McpClientFactory};
 use tarsy_store::{Session, Store};
@@ -45,13 +45,21 @@ pub enum AgentInput {
     Chat(ChatContext),
     /// A judge scoring the finished investigation ([`crate::scoring`]).
     Scoring(ScoringContext),
+    /// The reflector learning from a scored investigation
+    /// ([`crate::memory`]).
+    Reflection(ReflectionContext),
 }
 
 impl AgentInput {
     /// Investigations and syntheses read the alert's runbook; a chat answer
     /// works from the investigation history instead.
     fn uses_runbook(&self) -> bool {
-        !matches!(self, Self::Chat(_))
+        !matches!(self, Self::Chat(_) | Self::Reflection(_))
+    }
+
+    /// Investigations recall memories and get the recall tools.
+    fn recalls(&self) -> bool {
+        matches!(self, Self::Investigation { .. })
     }
 }
 
@@ -136,6 +144,8 @@ pub struct Launcher {
     pub breakers: Arc<CircuitBreakers>,
     /// Runbook downloads and their cache.
     pub runbooks: Arc<Runbooks>,
+    /// Investigation memory (`None`: off).
+    pub memory: Option<Arc<crate::memory::MemoryService>>,
 }
 
 /// How often an execution the store interrupted checks whether it is back.
@@ -249,6 +259,7 @@ impl Launcher {
             on_tools(&failed, &offered);
         }
 
+        let (memories, tools) = self.recall(&a, tools, recorder.clone()).await;
         let scope = a.scope;
         let mut ctx = ExecutionContext::new(
             scope.session_id,
@@ -263,6 +274,7 @@ impl Launcher {
             self.publisher.clone(),
         );
         ctx.runbook_content = runbook;
+        ctx.memories = memories;
         ctx.warnings = warnings;
         ctx.mcp_servers = a
             .config
@@ -285,6 +297,10 @@ impl Launcher {
                 ctx.scoring = Some(scoring);
                 None
             }
+            AgentInput::Reflection(reflection) => {
+                ctx.reflection = Some(reflection);
+                None
+            }
         };
         let result = run_agent(ctx, previous).await;
         flush_deferred(&recorder).await;
@@ -297,6 +313,35 @@ impl Launcher {
             failed_servers: failed,
             mcp_init,
         }
+    }
+
+    /// An investigation's memories (the prompt section) and its tools with
+    /// the recall tools added, when memory is on and the session has a
+    /// scope; otherwise nothing and `tools` as they are.
+    async fn recall(
+        &self,
+        a: &Assignment,
+        tools: Arc<dyn ToolExecutor>,
+        recorder: Arc<DeferringRecorder>,
+    ) -> (Option<String>, Arc<dyn ToolExecutor>) {
+        let Some(memory) = self.memory.as_ref().filter(|_| a.input.recalls()) else {
+            return (None, tools);
+        };
+        let session_id = &a.scope.session_id;
+        let (session, scope) = match tokio::try_join!(
+            self.store.get_session(session_id),
+            self.store.session_memory_scope(session_id)
+        ) {
+            Ok((session, Some(scope))) => (session, scope),
+            Ok((_, None)) => return (None, tools),
+            Err(e) => {
+                tracing::warn!(%session_id, error = %e, "no memory for this execution: the session is unreadable");
+                return (None, tools);
+            }
+        };
+        let memories = memory.inject(&self.store, &session, &scope).await;
+        let tools = memory.tools(tools, self.store.clone(), scope, a.scope.clone(), recorder);
+        (memories, tools)
     }
 
     /// The agent's tools: none, or its MCP servers (those that fail to

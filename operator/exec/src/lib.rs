@@ -18,6 +18,7 @@
 //! | [`records`] | the stage and execution rows of a started stage |
 //! | [`launch`] | [`Launcher`]: one execution — MCP tools (masked), runbook, breakers, deadline, engine |
 //! | [`llm`] | [`LlmRouter`]: `scripted` providers replay their script; others go to the LLM service |
+//! | [`memory`] | investigation memory: recall into an investigation's prompt and tools, the reflector after a score, review effects |
 //! | [`retention`] | how long sessions stay listed, when hidden ones are removed, the live events' TTL |
 //! | [`summary`] | the executive summary call |
 //! | [`runbook`] | runbook downloads with the engine's rules |
@@ -34,6 +35,7 @@ pub mod ids;
 pub mod intake;
 pub mod launch;
 pub mod llm;
+pub mod memory;
 pub mod notify;
 pub mod plan;
 pub mod records;

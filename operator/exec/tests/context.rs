@@ -23,6 +23,7 @@ async fn store() -> Store {
             author: None,
             runbook_url: None,
             mcp_selection: None,
+            memory_scope: None,
         })
         .await
         .unwrap();

@@ -118,6 +118,7 @@ async fn session(store: &Store, runbook_url: Option<String>) -> tarsy_store::Ses
             author: None,
             runbook_url,
             mcp_selection: None,
+            memory_scope: None,
         })
         .await
         .unwrap()

@@ -28,6 +28,7 @@ fn session(id: &str) -> NewSession {
         author: None,
         runbook_url: None,
         mcp_selection: None,
+        memory_scope: None,
     }
 }
 

@@ -51,6 +51,7 @@ async fn finished_session(store: &Store, status: SessionStatus) -> tarsy_store::
             author: None,
             runbook_url: None,
             mcp_selection: None,
+            memory_scope: None,
         })
         .await
         .unwrap();

@@ -310,6 +310,10 @@ impl LocalApp {
                 &config.defaults,
                 tarsy_exec::runbook::token_from_env(),
             )),
+            memory: tarsy_exec::memory::MemoryService::new(
+                &config.defaults.memory,
+                tarsy_exec::memory::embedder_for(&config, &options.llm_addr),
+            ),
         };
         let rt = Arc::new(Runtime {
             store: store.clone(),
@@ -403,10 +407,15 @@ impl LocalApp {
                         created_at: chrono::Utc::now(),
                     })
                     .collect();
+                let mut api_config = options.api;
+                // Local mode's memory scope: the configured project.
+                api_config
+                    .memory_scope
+                    .get_or_insert_with(|| rt.config.defaults.memory.project.clone());
                 let router = Api::new(
                     hub.clone(),
                     Arc::new(control.clone()) as Arc<dyn SessionControl>,
-                    options.api,
+                    api_config,
                 )
                 .with_mcp_health(Arc::new(McpHealth(monitor)))
                 .with_warnings(Arc::new(Warnings {

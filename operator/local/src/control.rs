@@ -105,7 +105,13 @@ impl SessionControl for LocalControl {
         let chain = self.rt.config.check_alert(&alert, self.tools.as_ref())?;
         let id = uuid::Uuid::new_v4().to_string();
         // Fail-open: a masking failure keeps the data unmasked (logged).
-        let row = new_session(id.clone(), &chain.name, &alert, Some(&self.rt.masking));
+        let row = new_session(
+            id.clone(),
+            &chain.name,
+            &alert,
+            Some(&self.rt.masking),
+            Some(self.rt.config.defaults.memory.project.clone()),
+        );
         // The request answers within the API's bound also while the
         // database is down: not waiting as long as an investigation's writes
         // do, and the wait for the lock (a claim or another submission may
@@ -180,5 +186,9 @@ impl SessionControl for LocalControl {
 
     async fn rescore(&self, session_id: &str) -> Result<ScoreAccepted, ScoreError> {
         crate::scoring::rescore(&self.rt, session_id).await
+    }
+
+    async fn learn_from_feedback(&self, session_id: &str, feedback: &str) {
+        crate::memory::reflect(&self.rt, session_id, Some(feedback.to_string())).await;
     }
 }

@@ -50,6 +50,7 @@ pub mod app;
 mod chat;
 pub mod control;
 pub mod error;
+mod memory;
 mod runtime;
 mod scoring;
 mod session_loop;

@@ -86,6 +86,7 @@ async fn start(
         match judgement.run(&rt.launcher, judge, deadline, cancel).await {
             Ok(attempt) => {
                 tracing::info!(session_id = %judgement.session_id, status = %attempt.status, score = ?attempt.score, "session scored");
+                crate::memory::after_score(&rt, &attempt).await;
                 rt.notify_score(attempt).await;
             }
             Err(e) => {

@@ -43,6 +43,7 @@ async fn crashed_session(store: &Store, id: &str, status: ExecutionStatus) -> (S
             author: Some("tester".into()),
             runbook_url: None,
             mcp_selection: None,
+            memory_scope: None,
         })
         .await
         .unwrap();

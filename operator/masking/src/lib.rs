@@ -42,4 +42,4 @@ mod service;
 pub use config::{AlertMaskingConfig, CustomPattern, MaskingConfig};
 pub use error::MaskingError;
 pub use kubernetes::{KubernetesSecretMasker, MASKED_SECRET_DATA, SecretMaskError};
-pub use service::{MaskingService, mask_log_line, precompile_builtins};
+pub use service::{MaskingService, mask_log_line, mask_memory_text, precompile_builtins};

@@ -395,6 +395,31 @@ pub fn mask_log_line(line: &str) -> String {
     }
 }
 
+/// Masks the text of an investigation memory before it is stored, with
+/// every built-in pattern: a memory is put into later prompts and shown to
+/// people, so it never carries a secret. **Fail-closed**: `None` when the
+/// text cannot be masked (it is then not stored).
+pub fn mask_memory_text(text: &str) -> Option<String> {
+    static MEMORY_MASKING: std::sync::LazyLock<Option<MaskingService>> =
+        std::sync::LazyLock::new(|| {
+            let cfg = MaskingConfig {
+                pattern_groups: vec!["all".into()],
+                ..MaskingConfig::default()
+            };
+            MaskingService::new(
+                [(MEMORY_SERVER.to_string(), cfg)],
+                AlertMaskingConfig::default(),
+            )
+            .ok()
+        });
+    let masker = MEMORY_MASKING.as_ref()?;
+    let masked = masker.mask_tool_result(MEMORY_SERVER, text);
+    (!masked.starts_with(REDACTION_PREFIX)).then_some(masked)
+}
+
+/// The pseudo-server name of [`mask_memory_text`]'s selection.
+const MEMORY_SERVER: &str = "memory";
+
 /// The pseudo-server name of [`mask_log_line`]'s selection.
 const LOG_SERVER: &str = "log";
 

@@ -17,6 +17,7 @@
 pub mod embed;
 pub mod inject;
 pub mod reflect;
+pub mod review;
 mod text;
 pub mod tools;
 
@@ -26,6 +27,7 @@ pub use reflect::{
     FEEDBACK_INSTRUCTIONS, KnownMemory, MemoryDraft, REFLECTOR_INSTRUCTIONS, Reflection,
     ReflectionError, ReflectionInput, ToolCallSummary, parse_reflection, reflection_prompt,
 };
+pub use review::{ReviewEffect, review_effect};
 pub use tools::{
     BuiltinTool, PastSessionHit, RECALL_TOOL, RecallArgs, SEARCH_TOOL, SearchArgs, ToolArgsError,
     definitions, parse_recall_args, parse_search_args, render_past_sessions, render_recalled,

@@ -68,6 +68,7 @@ async fn run(
             author: None,
             runbook_url: None,
             mcp_selection: None,
+            memory_scope: None,
         })
         .await?;
     let stage = store

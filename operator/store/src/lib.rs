@@ -24,6 +24,7 @@ mod db;
 mod error;
 mod events;
 mod interactions;
+mod memories;
 mod model;
 mod notifications;
 mod quality;
@@ -50,6 +51,11 @@ pub use closing::{Closed, OpenRecord};
 pub use db::{BackendKind, REPLACEMENT, storable_json, storable_text};
 pub use error::{Result, StoreError};
 pub use events::{EventNotification, NOTIFY_PAYLOAD_LIMIT, StoreTx};
+pub use memories::{
+    DEFAULT_MIN_LEXICAL, DEFAULT_MIN_SIMILARITY, EXCERPT_CHARS, MAX_EMBEDDING_DIMENSIONS,
+    MAX_MEMORY_CHARS, MAX_PAST_SESSIONS, MAX_RECALL, Memory, MemoryChange, MemoryFilter, NewMemory,
+    PastSession, RecallQuery, Recalled, SessionSearch,
+};
 pub use model::{
     AgentExecution, Chat, ChatUserMessage, Created, LlmInteraction, LlmInteractionSummary,
     McpInteraction, McpInteractionSummary, Message, NewAgentExecution, NewSession, NewStage,

@@ -72,6 +72,9 @@ pub struct NewSession {
     pub runbook_url: Option<String>,
     /// Per-alert MCP selection override (replace, not merge).
     pub mcp_selection: Option<Value>,
+    /// Where its memories are learned and recalled (a cluster's Alert
+    /// namespace and project, local mode's project); `None`: nowhere.
+    pub memory_scope: Option<String>,
 }
 
 /// A stored session.

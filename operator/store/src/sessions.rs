@@ -47,8 +47,9 @@ impl Store {
             .execute(
                 Sql::new(
                     "INSERT INTO alert_sessions \
-                     (id, alert_data, alert_type, chain_id, status, author, runbook_url, mcp_selection, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
+                     (id, alert_data, alert_type, chain_id, status, author, runbook_url, mcp_selection, \
+                      memory_scope, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
                 )
                 .bind(&new.id)
                 .bind(new.alert_data)
@@ -58,6 +59,7 @@ impl Store {
                 .bind(new.author)
                 .bind(new.runbook_url)
                 .bind(new.mcp_selection)
+                .bind(new.memory_scope)
                 .bind(now()),
             )
             .await?;
@@ -66,6 +68,18 @@ impl Store {
             record,
             created: inserted == 1,
         })
+    }
+
+    /// The memory scope of a session (`None`: it learns and recalls
+    /// nothing). Not found for an unknown session.
+    pub async fn session_memory_scope(&self, id: &str) -> Result<Option<String>> {
+        self.db
+            .fetch_optional::<(Option<String>,)>(
+                Sql::new("SELECT memory_scope FROM alert_sessions WHERE id = $1").bind(id),
+            )
+            .await?
+            .map(|(scope,)| scope)
+            .ok_or_else(|| StoreError::not_found(KIND, id))
     }
 
     /// The session with this id (soft-deleted ones included).

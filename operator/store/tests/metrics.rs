@@ -52,6 +52,7 @@ async fn finished_session(store: &Store, id: &str) {
             author: None,
             runbook_url: None,
             mcp_selection: None,
+            memory_scope: None,
         })
         .await
         .unwrap();

@@ -92,6 +92,8 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         dashboard: Some(crate::dashboard::dashboard()),
         configuration: Some(view.clone()),
         cluster_objects: Some(view),
+        // Memories of this namespace and its projects only.
+        memory_scope: Some(namespace.clone()),
         ..ApiConfig::default()
     };
     let router = Api::new(hub, control, config)

@@ -11,6 +11,7 @@ mod dashboard;
 mod eval;
 mod investigate;
 mod mcp_bridge;
+mod memory;
 mod notify;
 mod process;
 mod replay;
@@ -68,6 +69,8 @@ enum Command {
     /// with a configured LLM provider; print per-case results and a
     /// summary. Exits non-zero unless every case passed.
     Eval(eval::EvalArgs),
+    /// Export or import a scope's investigation memories (YAML).
+    Memory(memory::MemoryArgs),
 }
 
 #[tokio::main]
@@ -91,7 +94,8 @@ async fn main() {
         Command::Investigate(_)
         | Command::McpReplay(_)
         | Command::ExportFixture(_)
-        | Command::Eval(_) => "warn",
+        | Command::Eval(_)
+        | Command::Memory(_) => "warn",
         _ => "info",
     };
     init_logging(cli.log_json, default_level);
@@ -121,6 +125,7 @@ async fn run(command: Command, started: std::time::Instant) -> anyhow::Result<i3
         Command::McpReplay(args) => replay::mcp_replay(args).await.map(|()| 0),
         Command::ExportFixture(args) => replay::export_fixture(args).await.map(|()| 0),
         Command::Eval(args) => Ok(if eval::run(args).await? { 0 } else { 1 }),
+        Command::Memory(args) => memory::run(args).await.map(|()| 0),
         Command::Investigate(args) => {
             let completed = investigate::run(args, started).await?;
             Ok(if completed { 0 } else { 1 })

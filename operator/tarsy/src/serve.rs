@@ -93,18 +93,27 @@ pub fn load_config(dir: &Path) -> anyhow::Result<tarsy_config::Config> {
     })
 }
 
+/// The database `tarsy serve` uses: `url`, else the SQLite file in
+/// `data_dir` (created), else in the default data directory.
+pub(crate) fn database_url(
+    url: Option<String>,
+    data_dir: Option<PathBuf>,
+) -> anyhow::Result<String> {
+    match url {
+        Some(url) => Ok(url),
+        None => {
+            let dir = data_dir.unwrap_or_else(default_data_dir);
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("creating the data directory {}", dir.display()))?;
+            Ok(format!("sqlite:{}", dir.join("tarsy.db").display()))
+        }
+    }
+}
+
 /// Runs `tarsy serve` until Ctrl-C or SIGTERM.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(&args.config)?;
-    let database_url = match args.database_url {
-        Some(url) => url,
-        None => {
-            let dir = args.data_dir.unwrap_or_else(default_data_dir);
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("creating the data directory {}", dir.display()))?;
-            format!("sqlite:{}", dir.join("tarsy.db").display())
-        }
-    };
+    let database_url = database_url(args.database_url, args.data_dir)?;
     let view = tarsy_api::configuration_view(&config, "local", None);
     let retention = args.retention.retention(&config.defaults)?;
     let slack = args.notify.slack(&config.defaults.notifications)?;

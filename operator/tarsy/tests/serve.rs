@@ -107,3 +107,118 @@ async fn proxy_identity_is_trusted_only_behind_the_flag() {
     let default = serve(&[]).await;
     assert_eq!(author_of_alert_from_proxy(&default).await, "api-client");
 }
+
+async fn get_json(http: &reqwest::Client, url: String) -> Value {
+    http.get(&url)
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap_or_else(|e| panic!("{url}: {e}"))
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Submits the example alert and waits until its session has ended.
+async fn investigate_example(s: &Serve, http: &reqwest::Client) -> String {
+    let alert = std::fs::read_to_string(repo().join("examples/alerts/pod-crashloop.yaml")).unwrap();
+    let doc: serde_yaml::Value = serde_yaml::from_str(&alert).unwrap();
+    let accepted: Value = http
+        .post(format!("{}/api/v1/alerts", s.base))
+        .json(&json!({
+            "alert_type": doc["spec"]["alertType"].as_str().unwrap(),
+            "data": doc["spec"]["data"].as_str().unwrap(),
+        }))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = accepted["session_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let session = get_json(http, format!("{}/api/v1/sessions/{id}", s.base)).await;
+        if session["status"] == "completed" {
+            return id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the example did not complete: {session}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The shop window of investigation memory: the example alert twice; the
+/// second session's recorded prompt carries the lesson the first taught,
+/// and the memories API lists it.
+#[tokio::test]
+async fn the_example_remembers_what_the_first_investigation_taught() {
+    let s = serve(&[]).await;
+    let http = reqwest::Client::new();
+    let first = investigate_example(&s, &http).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let lesson = loop {
+        let m = get_json(
+            &http,
+            format!("{}/api/v1/sessions/{first}/memories", s.base),
+        )
+        .await;
+        if let Some(content) = m["learned"][0]["content"].as_str() {
+            break content.to_string();
+        }
+        assert!(Instant::now() < deadline, "nothing was learned: {m}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(lesson.contains("CATALOG_PRELOAD"), "{lesson}");
+
+    let second = investigate_example(&s, &http).await;
+    let used = get_json(
+        &http,
+        format!("{}/api/v1/sessions/{second}/memories", s.base),
+    )
+    .await;
+    assert_eq!(used["injected"][0]["content"], lesson.as_str(), "{used}");
+    // The prompt the first agent was sent, as the trace records it.
+    let trace = get_json(&http, format!("{}/api/v1/sessions/{second}/trace", s.base)).await;
+    let call = trace["stages"][0]["executions"][0]["llm_interactions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let detail = get_json(
+        &http,
+        format!("{}/api/v1/sessions/{second}/trace/llm/{call}", s.base),
+    )
+    .await;
+    let prompt = detail["conversation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        prompt.contains("## Lessons from past investigations"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains(&lesson) && prompt.contains(&first),
+        "{prompt}"
+    );
+
+    let listed = get_json(&http, format!("{}/api/v1/memories?scope=shop", s.base)).await;
+    assert_eq!(listed["total"], 1, "learned twice, kept once: {listed}");
+    assert_eq!(listed["memories"][0]["content"], lesson.as_str());
+    assert!(
+        listed["memories"][0]["seen_count"]
+            .as_i64()
+            .unwrap_or_default()
+            >= 1,
+        "{listed}"
+    );
+}

@@ -219,7 +219,16 @@ pub struct Telemetry {
     scoring_attempts: Family<OutcomeLabels, Counter>,
     reviews: Family<RatingLabels, Counter>,
     time_to_review: Histogram,
+    memories_injected: Counter,
+    memory_tool_calls: Family<MemoryToolLabels, Counter>,
+    reflections_failed: Counter,
     totals: Totals,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemoryToolLabels {
+    tool: String,
+    outcome: &'static str,
 }
 
 /// Process totals a runner pod reports in its AgentExecution status (it is
@@ -423,8 +432,29 @@ impl Telemetry {
             Unit::Seconds,
             time_to_review.clone(),
         );
+        let memories_injected = Counter::default();
+        registry.register(
+            "tarsy_memories_injected",
+            "Memories put into investigations' prompts",
+            memories_injected.clone(),
+        );
+        let memory_tool_calls = Family::default();
+        registry.register(
+            "tarsy_memory_tool_calls",
+            "Calls of the recall tools by agents, by tool and outcome (ok, error)",
+            memory_tool_calls.clone(),
+        );
+        let reflections_failed = Counter::default();
+        registry.register(
+            "tarsy_memory_reflections_failed",
+            "Reflector runs that learned nothing: no answer, or an unreadable one",
+            reflections_failed.clone(),
+        );
         Self {
             registry,
+            memories_injected,
+            memory_tool_calls,
+            reflections_failed,
             notifications,
             session_scores,
             score_failure_tags,
@@ -619,6 +649,26 @@ impl Telemetry {
                 .get_or_create(&TagLabels { tag: tag.clone() })
                 .inc();
         }
+    }
+
+    /// Records `n` memories put into an investigation's prompt.
+    pub fn memories_injected(&self, n: usize) {
+        self.memories_injected.inc_by(n as u64);
+    }
+
+    /// Records an agent's call of a recall tool.
+    pub fn memory_tool_call(&self, tool: &str, failed: bool) {
+        self.memory_tool_calls
+            .get_or_create(&MemoryToolLabels {
+                tool: tool.to_string(),
+                outcome: if failed { "error" } else { "ok" },
+            })
+            .inc();
+    }
+
+    /// Records a reflector run that learned nothing.
+    pub fn reflection_failed(&self) {
+        self.reflections_failed.inc();
     }
 
     /// Records a scoring attempt that ended without a score.

@@ -186,6 +186,7 @@ impl SessionControl for FakeControl {
                 mcp_selection: alert
                     .mcp_selection
                     .map(|s| serde_json::to_value(s).expect("selection serialises")),
+                memory_scope: None,
             })
             .await
             .map_err(|e| SubmitError::Internal(e.to_string()))?;

@@ -33,5 +33,6 @@ pub fn launcher(
             defaults,
             token.map(tarsy_core::SecretValue::new),
         )),
+        memory: tarsy_exec::memory::MemoryService::new(&defaults.memory, None),
     }
 }

@@ -114,6 +114,7 @@ pub fn session(id: &str) -> NewSession {
         author: Some("alice".into()),
         runbook_url: None,
         mcp_selection: None,
+        memory_scope: None,
     }
 }
 
