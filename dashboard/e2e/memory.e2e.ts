@@ -252,14 +252,20 @@ describe('the Memory page', () => {
     await page.getByText('No live memories').waitFor();
     expect((await get<Memory>(`/api/v1/memories/${memoryId}`)).deprecated).toBe(true);
 
-    await page.getByLabel('Show deprecated').check();
+    // A click, then the state it leads to: the box follows the URL, which
+    // a re-render of the list may apply a moment after the click.
+    const showDeprecated = page.getByLabel('Show deprecated');
+    await showDeprecated.click();
+    await expect.poll(() => showDeprecated.isChecked()).toBe(true);
     expect(page.url()).toContain('deprecated=show');
     await row(page).getByText('deprecated', { exact: true }).waitFor();
     await row(page).getByRole('button', { name: /^Restore/ }).click();
     await page.getByRole('status').getByText('Memory restored').waitFor();
     await expect.poll(() => row(page).getByText('deprecated', { exact: true }).count()).toBe(0);
     expect((await get<Memory>(`/api/v1/memories/${memoryId}`)).deprecated).toBe(false);
-    await page.getByLabel('Show deprecated').uncheck();
+    await showDeprecated.click();
+    await expect.poll(() => showDeprecated.isChecked()).toBe(false);
+    expect(page.url()).not.toContain('deprecated=show');
     await row(page).waitFor();
     expect(problems).toEqual([]);
     await page.context().close();

@@ -161,6 +161,28 @@ impl Config {
                 )),
             );
         }
+        if let Some(e) = &self.defaults.memory.embedding {
+            let field = "memory.embedding.llmProvider";
+            r.provider_ref(&at, field.into(), &e.llm_provider);
+            // The LLM service embeds for these types; `scripted` gives the
+            // deterministic test vectors.
+            let usable = [
+                ProviderType::Google,
+                ProviderType::Openai,
+                ProviderType::Scripted,
+            ];
+            if let Some(p) = self.llm_provider(&e.llm_provider)
+                && !usable.contains(&p.spec.provider_type)
+            {
+                r.push(
+                    at.clone().field(field),
+                    Problem::Invalid(format!(
+                        "LLM provider {:?} is of type {}, which has no embeddings (use a google or openai provider)",
+                        e.llm_provider, p.spec.provider_type
+                    )),
+                );
+            }
+        }
         r.backend_fits(
             at.field("iterationStrategy"),
             self.defaults.iteration_strategy,

@@ -858,3 +858,40 @@ spec: {stages: [{name: s, agents: [{name: logs}, {name: metrics}]}]}
         "{errs:#?}"
     );
 }
+
+#[test]
+fn the_memory_embedding_provider_must_exist_and_embed() {
+    let defaults = |provider: &str| {
+        format!(
+            "apiVersion: tarsy.dev/v1alpha1\nkind: Defaults\nmetadata: {{name: defaults}}\n\
+             spec:\n  memory: {{enabled: true, embedding: {{llmProvider: {provider}, model: m}}}}\n"
+        )
+    };
+    let unknown = errors(&[
+        ("providers.yaml", PROVIDER),
+        ("defaults.yaml", &defaults("nope")),
+    ]);
+    assert_eq!(unknown.len(), 1, "{unknown:?}");
+    assert!(
+        unknown[0].contains("memory.embedding.llmProvider: unknown LLM provider \"nope\""),
+        "{}",
+        unknown[0]
+    );
+    let anthropic = errors(&[
+        ("providers.yaml", PROVIDER),
+        ("defaults.yaml", &defaults("anthropic-default")),
+    ]);
+    assert!(
+        anthropic[0].contains("is of type anthropic, which has no embeddings"),
+        "{anthropic:?}"
+    );
+    let config = load(&[
+        ("providers.yaml", PROVIDER),
+        ("defaults.yaml", &defaults("google-default")),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        config.defaults.memory.embedding.map(|e| e.llm_provider),
+        Some("google-default".to_string())
+    );
+}

@@ -291,17 +291,13 @@ impl Answer {
         question: &str,
     ) -> Result<AgentInput> {
         let session_id = &self.session_id;
-        if let Err(e) = store
-            .update_stage_status(&self.stage_id, ExecutionStatus::Active, None)
-            .await
-        {
-            tracing::warn!(%session_id, error = %e, "cannot mark the chat stage active");
-        }
-        publish_stage_status(
+        crate::records::stage_status(
+            store,
             publisher.as_ref(),
             session_id,
             self.stage_ref(),
             ExecutionStatus::Active,
+            None,
         )
         .await;
         if let Err(e) = store.touch_chat(&self.chat_id, owner).await {

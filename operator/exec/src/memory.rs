@@ -25,7 +25,7 @@ use tarsy_core::{
 use tarsy_engine::llm::GrpcEmbedder;
 use tarsy_engine::prompt::FailedServer;
 use tarsy_engine::{ExecutionResult, ReflectionContext, ToolError, ToolExecutor};
-use tarsy_events::lifecycle::{PublishedStage, publish_stage_status};
+use tarsy_events::lifecycle::PublishedStage;
 use tarsy_memory::reflect::{
     FEEDBACK_INSTRUCTIONS, KnownMemory, REFLECTOR_INSTRUCTIONS, ReflectionInput, ToolCallSummary,
 };
@@ -44,11 +44,8 @@ use crate::launch::{AgentInput, Assignment, Launcher};
 /// Name of the reflector's stage.
 pub const MEMORY_STAGE_NAME: &str = "Memory";
 
-/// Most tool calls of an investigation the reflector is shown.
-const REFLECTED_TOOL_CALLS: usize = 15;
-
-/// Most characters of a tool result the reflector is shown.
-const REFLECTED_RESULT_CHARS: usize = 400;
+/// How long a reflector may run: one tool-less answer.
+pub const REFLECTOR_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What a process needs for investigation memory: the switches and the
 /// embedder (optional).
@@ -523,8 +520,15 @@ impl Reflector {
     ) -> std::result::Result<Learned, ReflectionFailed> {
         let store = &launcher.store;
         let publisher = &launcher.publisher;
-        self.stage_status(store, publisher, ExecutionStatus::Active, None)
-            .await;
+        crate::records::stage_status(
+            store,
+            publisher.as_ref(),
+            &self.session_id,
+            self.stage_ref(),
+            ExecutionStatus::Active,
+            None,
+        )
+        .await;
         let prepared = async {
             let (input, known) = self.input(store, memory, feedback).await?;
             Ok::<_, ExecError>((store.get_session(&self.session_id).await?, input, known))
@@ -571,27 +575,13 @@ impl Reflector {
         {
             tracing::warn!(execution_id = %self.execution_id, error = %e, "cannot record the reflector's execution status");
         }
-        self.stage_status(store, publisher, status, error).await;
-    }
-
-    async fn stage_status(
-        &self,
-        store: &Store,
-        publisher: &Arc<dyn EventPublisher>,
-        status: ExecutionStatus,
-        error: Option<&str>,
-    ) {
-        if let Err(e) = store
-            .update_stage_status(&self.stage_id, status, error)
-            .await
-        {
-            tracing::warn!(stage_id = %self.stage_id, error = %e, "cannot record the reflector's stage status");
-        }
-        publish_stage_status(
+        crate::records::stage_status(
+            store,
             publisher.as_ref(),
             &self.session_id,
             self.stage_ref(),
             status,
+            error,
         )
         .await;
     }
@@ -696,7 +686,8 @@ impl Reflector {
     }
 }
 
-/// The investigation's tool calls, shortened, oldest first.
+/// The investigation's tool calls, oldest first (the reflector's prompt
+/// bounds how many and how much of each it shows).
 async fn tool_calls(store: &Store, session_id: &str) -> Vec<ToolCallSummary> {
     let calls = match store.session_mcp_interactions(session_id).await {
         Ok(t) => t,
@@ -708,17 +699,15 @@ async fn tool_calls(store: &Store, session_id: &str) -> Vec<ToolCallSummary> {
     calls
         .into_iter()
         .filter(|i| i.interaction_type == McpInteractionType::ToolCall)
-        .take(REFLECTED_TOOL_CALLS)
         .map(|i| ToolCallSummary {
             name: format!("{}.{}", i.server_name, i.tool_name),
             arguments: i.tool_arguments.to_string(),
-            result: clip(
-                i.tool_result
-                    .get("content")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default(),
-                REFLECTED_RESULT_CHARS,
-            ),
+            result: i
+                .tool_result
+                .get("content")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
         })
         .collect()
 }
@@ -732,13 +721,3 @@ fn same_text(a: &str, b: &str) -> bool {
     };
     words(a) == words(b)
 }
-
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
-}
-
-/// The reflector's deadline when it runs in a process of its own choosing.
-pub const REFLECTOR_TIMEOUT: Duration = Duration::from_secs(300);

@@ -3,7 +3,10 @@
 //! stage added after them goes.
 
 use tarsy_chain::{ExecutionStart, StageStart};
-use tarsy_core::{ExecutionKind, IterationStrategy, ResolvedAgentConfig};
+use tarsy_core::{
+    EventPublisher, ExecutionKind, ExecutionStatus, IterationStrategy, ResolvedAgentConfig,
+};
+use tarsy_events::lifecycle::{PublishedStage, publish_stage_status};
 use tarsy_store::{NewAgentExecution, NewStage, Store, StoreError};
 
 use crate::ids::{execution_id, stage_id};
@@ -48,6 +51,23 @@ pub fn execution_row(
         iteration_strategy: strategy,
         llm_provider: provider,
     }
+}
+
+/// Records the status of a stage added after the session's stages (a chat
+/// answer, a judge's, a reflector's) and publishes it (`stage.status`). A
+/// write that fails is logged: the stage's own run goes on.
+pub async fn stage_status(
+    store: &Store,
+    publisher: &dyn EventPublisher,
+    session_id: &str,
+    stage: PublishedStage<'_>,
+    status: ExecutionStatus,
+    error: Option<&str>,
+) {
+    if let Err(e) = store.update_stage_status(stage.id, status, error).await {
+        tracing::warn!(stage_id = %stage.id, %status, error = %e, "cannot record the stage's status");
+    }
+    publish_stage_status(publisher, session_id, stage, status).await;
 }
 
 /// The index of a stage added after the session's stages (a chat answer,

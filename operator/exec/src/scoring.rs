@@ -19,7 +19,7 @@ use tarsy_core::{
     EventPublisher, ExecutionKind, ExecutionStatus, ResolvedAgentConfig, ScoreStatus, StageKind,
 };
 use tarsy_engine::{ExecutionResult, ScoringContext};
-use tarsy_events::lifecycle::{PublishedStage, publish_session_score, publish_stage_status};
+use tarsy_events::lifecycle::{PublishedStage, publish_session_score};
 use tarsy_store::{NewAgentExecution, NewStage, ScoreResult, SessionScore, Store, StoreError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -318,17 +318,13 @@ impl Judgement {
         store: &Store,
         publisher: &Arc<dyn EventPublisher>,
     ) -> Result<AgentInput> {
-        if let Err(e) = store
-            .update_stage_status(&self.stage_id, ExecutionStatus::Active, None)
-            .await
-        {
-            tracing::warn!(stage_id = %self.stage_id, error = %e, "cannot mark the judge's stage active");
-        }
-        publish_stage_status(
+        crate::records::stage_status(
+            store,
             publisher.as_ref(),
             &self.session_id,
             self.stage_ref(),
             ExecutionStatus::Active,
+            None,
         )
         .await;
         Ok(AgentInput::Scoring(ScoringContext {
@@ -346,17 +342,13 @@ impl Judgement {
         publisher: &Arc<dyn EventPublisher>,
         result: &ExecutionResult,
     ) -> Result<SessionScore> {
-        if let Err(e) = store
-            .update_stage_status(&self.stage_id, result.status, result.error.as_deref())
-            .await
-        {
-            tracing::warn!(stage_id = %self.stage_id, error = %e, "cannot record the judge's stage end");
-        }
-        publish_stage_status(
+        crate::records::stage_status(
+            store,
             publisher.as_ref(),
             &self.session_id,
             self.stage_ref(),
             result.status,
+            result.error.as_deref(),
         )
         .await;
         let attempt = self.read_answer(store, result).await?;
