@@ -146,10 +146,26 @@ async fn investigation_prompt(store: &Store, session_id: &str) -> String {
 }
 
 async fn learn_recall_and_forget(db_url: String) {
+    scenario(db_url, false).await;
+}
+
+/// The same with an embedding provider: vectors from the LLM service's
+/// `Embed` (the scripted server's embedder, over gRPC) fused with full text.
+async fn learn_recall_and_forget_with_embeddings(db_url: String) {
+    scenario(db_url, true).await;
+}
+
+async fn scenario(db_url: String, embeddings: bool) {
     let peers = Peers::start(script()).await;
     let mut config = peers.config(CHAIN);
     config.defaults.memory.enabled = true;
     config.defaults.memory.project = "payments".into();
+    if embeddings {
+        config.defaults.memory.embedding = Some(tarsy_config::EmbeddingSettings {
+            llm_provider: "test-llm".into(),
+            model: "test-embedding".into(),
+        });
+    }
     let app = TestApp::start(peers.options(config, &db_url)).await;
     let store = app.app.store().clone();
 
@@ -160,6 +176,15 @@ async fn learn_recall_and_forget(db_url: String) {
     let learned = store.learned_memories(&first).await.unwrap();
     assert_eq!(learned.len(), 2, "{learned:?}");
     assert!(learned.iter().all(|m| m.scope == "payments"));
+    // With an embedding provider, every text recall read was embedded by
+    // the LLM service, with the configured model.
+    let embedded = peers.script().embed_requests();
+    assert_eq!(!embedded.is_empty(), embeddings, "{embedded:?}");
+    assert!(embedded.iter().all(|r| {
+        r.llm_config
+            .as_ref()
+            .is_some_and(|c| c.model == "test-embedding")
+    }));
     let lesson = learned
         .iter()
         .find(|m| m.content.contains(LESSON))
@@ -313,4 +338,8 @@ async fn feedback_teaches_too(db_url: String) {
     app.shutdown().await;
 }
 
-on_both_backends!(learn_recall_and_forget, feedback_teaches_too);
+on_both_backends!(
+    learn_recall_and_forget,
+    learn_recall_and_forget_with_embeddings,
+    feedback_teaches_too
+);

@@ -77,11 +77,6 @@ impl MemoryService {
         })
     }
 
-    /// The switches.
-    pub fn settings(&self) -> &MemorySettings {
-        &self.settings
-    }
-
     /// The vector of `text`, when an embedder is configured and answers
     /// (fail-open: full text alone otherwise).
     async fn vector_of(&self, text: &str) -> Option<Vec<f32>> {
