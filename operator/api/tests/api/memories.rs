@@ -427,8 +427,7 @@ async fn bad_input_is_refused_precisely(store: Store) {
         );
     }
     // A body over its limit.
-    let huge = json!({"content": "a".repeat(70_000)}).to_string();
-    let (status, answer) = send(&app, reqwest::Method::PATCH, &path, Some(huge)).await;
+    let (status, answer) = app.declare_huge_body("PATCH", &path, 70_000).await;
     assert_eq!(status, 413, "{answer}");
     // Nothing was changed.
     let unchanged = store.get_memory(OWN, &memory.id).await.unwrap();

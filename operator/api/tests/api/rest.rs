@@ -197,7 +197,9 @@ async fn oversized_alerts_get_413(store: Store) {
     );
     // A body far beyond any alert is refused on its declared length, before
     // it is sent (raw HTTP: a client still writing would see a broken pipe).
-    let (status, body) = declare_huge_body(&app, 4 * limit).await;
+    let (status, body) = app
+        .declare_huge_body("POST", "/api/v1/alerts", 4 * limit)
+        .await;
     assert_eq!(status, 413, "{body}");
     assert!(
         body["message"]
@@ -218,29 +220,6 @@ async fn oversized_alerts_get_413(store: Store) {
 
 /// Sends only the headers of a POST declaring `length` body bytes; returns
 /// the status and JSON body of the answer.
-async fn declare_huge_body(app: &TestApp, length: usize) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = app.base.trim_start_matches("http://");
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "POST /api/v1/alerts HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {length}\r\nConnection: close\r\n\r\n"
-    );
-    tcp.write_all(head.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        tcp.read_to_end(&mut answer),
-    )
-    .await
-    .expect("no answer within 10 s")
-    .unwrap();
-    let answer = String::from_utf8(answer).unwrap();
-    let status: u16 = answer[9..12].parse().unwrap();
-    let body = answer.split_once("\r\n\r\n").unwrap().1;
-    (status, serde_json::from_str(body).unwrap())
-}
-
 async fn author_comes_from_trusted_headers_only(store: Store) {
     let trusting = TestApp::start_with(
         store.clone(),

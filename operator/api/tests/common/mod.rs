@@ -430,6 +430,32 @@ impl TestApp {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// Declares a body of `length` bytes but sends none of it, and reads the
+    /// answer: a body over a limit is refused on its declared length, and a
+    /// client still writing it could see a broken pipe instead of the 413.
+    pub async fn declare_huge_body(&self, method: &str, path: &str, length: usize) -> (u16, Value) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.base.trim_start_matches("http://");
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Content-Length: {length}\r\nConnection: close\r\n\r\n"
+        );
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            tcp.read_to_end(&mut answer),
+        )
+        .await
+        .expect("no answer within 10 s")
+        .unwrap();
+        let answer = String::from_utf8(answer).unwrap();
+        let status: u16 = answer[9..12].parse().unwrap();
+        let body = answer.split_once("\r\n\r\n").unwrap().1;
+        (status, serde_json::from_str(body).unwrap())
+    }
+
     /// Submits a PodCrashLooping alert; returns the session id.
     pub async fn submit(&self) -> String {
         let (status, body) = self
