@@ -113,6 +113,26 @@ hands them on to investigation pods), so that all of them see one configuration.
   value: {{ .Values.circuitBreaker.failureThreshold | quote }}
 - name: TARSY_CIRCUIT_BREAKER_OPEN_FOR
   value: {{ .Values.circuitBreaker.openFor | quote }}
+{{- with .Values.operator.memory }}
+- name: TARSY_MEMORY_ENABLED
+  value: {{ .enabled | quote }}
+- name: TARSY_MEMORY_MAX_INJECTED
+  value: {{ .maxInjected | quote }}
+- name: TARSY_MEMORY_SIMILARITY_FLOOR
+  value: {{ .similarityFloor | quote }}
+- name: TARSY_MEMORY_TEXT_FLOOR
+  value: {{ .textFloor | quote }}
+- name: TARSY_MEMORY_REQUIRE_REVIEW
+  value: {{ .requireReview | quote }}
+{{- with .embedding }}
+{{- if .llmProvider }}
+- name: TARSY_MEMORY_EMBEDDING_PROVIDER
+  value: {{ .llmProvider | quote }}
+- name: TARSY_MEMORY_EMBEDDING_MODEL
+  value: {{ .model | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* Pod-level settings shared by the chart's workloads. */}}

@@ -12,6 +12,7 @@
 //! | [`harness`] | local mode booted per test (SQLite / Postgres, scripted LLM over gRPC, test MCP server), HTTP and WebSocket clients |
 //! | [`golden`] | golden files with normalised ids, times and durations (`TARSY_UPDATE_GOLDEN=1` rewrites) |
 //! | [`layers`] | a session's four data layers and WebSocket events as one deterministic document |
+//! | [`memory_scenario`] | investigation memory's three-session scenario and its checks, for both modes |
 
 pub mod fake_openai;
 pub mod fake_slack;
@@ -20,6 +21,7 @@ pub mod h2_tap;
 pub mod harness;
 pub mod layers;
 pub mod llm_service;
+pub mod memory_scenario;
 pub mod paced_llm;
 
 pub use fake_openai::{FakeOpenAi, FakeReply, RecordedRequest};

@@ -14,11 +14,14 @@
 //!   the runner answers;
 //! - a re-score starts the attempt's records here and the Alert asks the
 //!   operator for the judge's `AgentExecution` of kind `scoring`
-//!   ([`tarsy_crds::contract::SCORE_ANNOTATION`]).
+//!   ([`tarsy_crds::contract::SCORE_ANNOTATION`]); a review's feedback
+//!   starts the feedback reflector's records and asks for its
+//!   `AgentExecution` of kind `memory`
+//!   ([`tarsy_crds::contract::REFLECT_ANNOTATION`]).
 //!
 //! One writer per record: the operator writes the session row and every
-//! AgentExecution; this crate writes Alerts, chat questions and the
-//! scoring attempts it starts.
+//! AgentExecution; this crate writes Alerts, chat questions, the scoring
+//! attempts and the feedback reflectors it starts.
 //!
 //! [`health::ClusterHealth`] is what `/health` reports besides the
 //! database: MCP servers' `lastHealth`, warnings (failed servers, open
@@ -34,6 +37,7 @@
 
 mod chat;
 pub mod health;
+mod memory;
 pub mod objects;
 mod scoring;
 
@@ -109,6 +113,15 @@ impl KubeSessionControl {
     pub fn with_publisher(mut self, publisher: Arc<dyn EventPublisher>) -> Self {
         self.publisher = Some(publisher);
         self
+    }
+
+    /// Where records this control writes are published: the publisher
+    /// given, else straight to the store (the events table).
+    fn record_publisher(&self) -> Arc<dyn EventPublisher> {
+        match &self.publisher {
+            Some(p) => p.clone(),
+            None => Arc::new(tarsy_events::StorePublisher::new(self.store.clone(), None)),
+        }
     }
 
     async fn publish_status(&self, session_id: &str, status: SessionStatus) {
@@ -423,5 +436,9 @@ impl SessionControl for KubeSessionControl {
 
     async fn rescore(&self, session_id: &str) -> Result<ScoreAccepted, ScoreError> {
         scoring::rescore(self, session_id).await
+    }
+
+    async fn learn_from_feedback(&self, session_id: &str) {
+        memory::learn_from_feedback(self, session_id).await;
     }
 }

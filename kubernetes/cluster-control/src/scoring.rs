@@ -4,12 +4,9 @@
 //! ([`tarsy_crds::contract::SCORE_ANNOTATION`]), as for a chat answer. The operator runs its pod,
 //! the runner judges.
 
-use std::sync::Arc;
-
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use tarsy_api::{ScoreAccepted, ScoreError};
-use tarsy_core::EventPublisher;
 use tarsy_crds::Alert;
 use tarsy_exec::scoring::{self, Judgement};
 
@@ -48,10 +45,7 @@ pub(crate) async fn rescore(
                  Alert to run its judge under"
             ))
         })?;
-    let publisher: Arc<dyn EventPublisher> = match &ctl.publisher {
-        Some(p) => p.clone(),
-        None => Arc::new(tarsy_events::StorePublisher::new(ctl.store.clone(), None)),
-    };
+    let publisher = ctl.record_publisher();
     let judgement = Judgement::start(&ctl.store, &publisher, session_id, &judge, None)
         .await
         .map_err(|e| scoring::start_refused(session_id, e))?;

@@ -281,6 +281,7 @@ async fn operator_part(client: Client, store: Store) {
                     alert_ttl: None,
                     chat: chat.as_ref(),
                     scoring: &scoring,
+                    reflectors: &[],
                     now: k8s_openapi::jiff::Timestamp::now(),
                 });
                 let finished = alert

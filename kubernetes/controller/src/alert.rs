@@ -27,6 +27,7 @@ use tarsy_crds::{
     ResolvedConfigSpec, StageRef, StageStatus, UnstartedExecution, clip,
 };
 use tarsy_exec::intake::new_session;
+use tarsy_exec::memory::{REFLECTOR_TIMEOUT, Reflector};
 use tarsy_exec::plan::chain_plan;
 use tarsy_exec::scoring::Judgement;
 use tarsy_exec::workflow::{Effect, StageRecord, Workflow};
@@ -95,6 +96,9 @@ pub struct AlertInputs<'a> {
     pub chat: Option<&'a ChatRequest>,
     /// The session's scoring as Postgres has it (finished Alerts).
     pub scoring: &'a ScoringState,
+    /// The session's reflectors that have not ended, as Postgres has them
+    /// (finished Alerts).
+    pub reflectors: &'a [OpenReflector],
     /// The clock.
     pub now: Timestamp,
 }
@@ -123,6 +127,16 @@ pub struct ScoringState {
     /// for it ([`tarsy_crds::contract::SCORE_ANNOTATION`]), its stage is
     /// pending and no AgentExecution runs it yet.
     pub requested: bool,
+}
+
+/// A reflector of the session (investigation memory learning from it) that
+/// has not ended, as read from Postgres for a reconcile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenReflector {
+    /// Its records.
+    pub reflector: Reflector,
+    /// Its stage has not started: nothing runs it yet.
+    pub waiting: bool,
 }
 
 /// The executive summary call, which runs outside the reconcile (a slow
@@ -191,6 +205,7 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
             answer_chat(&mut out, inputs, request);
         }
         follow_scoring(&mut out, inputs);
+        follow_reflectors(&mut out, inputs);
         expire_after_ttl(&mut out, inputs.alert_ttl, inputs.now);
         return out;
     }
@@ -660,6 +675,113 @@ fn close_attempt(out: &mut AlertOutcome, judgement: &Judgement, error: String) {
         error: error.clone(),
     });
     out.event(true, "ScoringFailed", error);
+}
+
+/// A finished session's reflectors: the AgentExecution of each one
+/// waiting; one whose AgentExecution ended without recording its end (its
+/// pod died) closed.
+fn follow_reflectors(out: &mut AlertOutcome, inputs: &AlertInputs<'_>) {
+    for open in inputs.reflectors {
+        let reflector = &open.reflector;
+        let ae = inputs
+            .executions
+            .values()
+            .find(|ae| ae.spec.stage.id.as_deref() == Some(reflector.stage_id.as_str()));
+        match ae {
+            None if open.waiting => start_reflector(out, inputs, reflector),
+            // The runner records the stage's end before its status: a
+            // stage still open means the pod died first.
+            Some(ae)
+                if ae
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .is_some_and(|p| p.is_terminal()) =>
+            {
+                let error = "the reflector stopped before it recorded its end".to_string();
+                close_reflector(out, reflector, error);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The reflector's AgentExecution, or, when it cannot be resolved any more
+/// (the chain gone), its records closed with the reason.
+fn start_reflector(out: &mut AlertOutcome, inputs: &AlertInputs<'_>, reflector: &Reflector) {
+    let chain = inputs
+        .alert
+        .status
+        .as_ref()
+        .and_then(|s| s.chain.clone())
+        .unwrap_or_default();
+    let agent = inputs
+        .config
+        .chain(&chain)
+        .ok_or_else(|| format!("the chain {chain:?} is gone"))
+        .and_then(|c| {
+            inputs
+                .config
+                .resolve_reflector(&c.spec)
+                .map_err(|e| e.to_string())
+        });
+    let agent = match agent {
+        Ok(agent) => agent,
+        Err(e) => {
+            close_reflector(
+                out,
+                reflector,
+                format!("the reflector could not start: {e}"),
+            );
+            return;
+        }
+    };
+    let deadline = inputs
+        .now
+        .checked_add(SignedDuration::try_from(REFLECTOR_TIMEOUT).unwrap_or_default())
+        .ok()
+        .map(Time);
+    out.create.push(execution_for(
+        inputs.alert,
+        &chain,
+        ExecutionRequest {
+            stage: StageRef {
+                index: reflector.stage_index,
+                name: reflector.stage_name().to_string(),
+                id: Some(reflector.stage_id.clone()),
+            },
+            agent_name: agent.agent_name.clone(),
+            display_name: agent.display_name.clone(),
+            agent_index: 1,
+            kind: tarsy_crds::ExecutionKind::Memory,
+            resolved: ResolvedConfigSpec::from(&agent),
+            chat: None,
+            deadline,
+        },
+    ));
+    out.event(
+        false,
+        "MemoryLearning",
+        format!(
+            "a reflector learns from the investigation (stage {})",
+            reflector.stage_index
+        ),
+    );
+}
+
+/// Ends a reflector that cannot go on: its execution and stage failed with
+/// the reason (nothing is learned; the session is untouched).
+fn close_reflector(out: &mut AlertOutcome, reflector: &Reflector, error: String) {
+    out.store.push(StoreOp::FailExecution {
+        execution_id: reflector.execution_id.clone(),
+        error: error.clone(),
+    });
+    out.store.push(StoreOp::FinishStage {
+        stage_id: reflector.stage_id.clone(),
+        status: ExecutionStatus::Failed,
+        error: Some(error.clone()),
+    });
+    out.event(true, "MemoryNotLearned", error);
 }
 
 /// Longest question an AgentExecution carries (its schema bound); longer

@@ -17,15 +17,19 @@ use kube::{Resource, ResourceExt};
 use tarsy_chain::{PendingSession, admit};
 use tarsy_config::Config;
 use tarsy_core::ScoreStatus;
-use tarsy_crds::contract::{CHAT_ANNOTATION, EXPIRED_ANNOTATION, SCORE_ANNOTATION, owned_by};
+use tarsy_crds::contract::{
+    CHAT_ANNOTATION, EXPIRED_ANNOTATION, SCORE_ANNOTATION, owned_by, reflect_request_patch,
+};
 use tarsy_crds::{AgentExecution, Alert, AlertPhase, AlertStatus};
+use tarsy_exec::memory::Reflector;
 use tarsy_exec::notify::Notice;
 use tarsy_exec::scoring::Judgement;
 use tarsy_exec::workflow::perform;
 use tarsy_store::StoreError;
 
 use crate::alert::{
-    AlertInputs, ChatRequest, ScoringState, StoreOp, SummaryProgress, reconcile_alert, stop_value,
+    AlertInputs, ChatRequest, OpenReflector, ScoringState, StoreOp, SummaryProgress,
+    reconcile_alert, stop_value,
 };
 use crate::context::{Context, key_of};
 use crate::error::Error;
@@ -123,6 +127,7 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
     let summary = ctx.summaries.progress(&uid);
     let chat = chat_request(&ctx.store, &alert, &executions).await?;
     let scoring = scoring_state(&ctx.store, &alert).await?;
+    let reflectors = open_reflectors(&ctx.store, &alert).await?;
 
     // Only a Pending alert competes for a slot: its admission decision and
     // the writes that start it hold the lock so that concurrent reconciles
@@ -150,6 +155,7 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         alert_ttl: ctx.settings.alert_ttl,
         chat: chat.as_ref(),
         scoring: &scoring,
+        reflectors: &reflectors,
         now: Timestamp::now(),
     });
     if out.expire {
@@ -320,6 +326,75 @@ pub async fn scoring_state(
     Ok(state)
 }
 
+/// The session's reflectors that have not ended, for a finished Alert:
+/// every memory stage of the session still open, and whether it waits for
+/// its AgentExecution.
+pub async fn open_reflectors(
+    store: &tarsy_store::Store,
+    alert: &Alert,
+) -> Result<Vec<OpenReflector>, StoreError> {
+    let terminal = alert
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .is_some_and(|p| p.is_terminal());
+    let Some(uid) = alert.uid().filter(|_| terminal) else {
+        return Ok(Vec::new());
+    };
+    let stages = match store.list_stages(&uid).await {
+        Ok(stages) => stages,
+        Err(StoreError::NotFound { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut open = Vec::new();
+    for stage in stages
+        .iter()
+        .filter(|s| s.kind == tarsy_core::StageKind::Memory && !s.status.is_terminal())
+    {
+        match Reflector::of_stage(store, stage).await {
+            Ok(reflector) => open.push(OpenReflector {
+                reflector,
+                waiting: stage.status == tarsy_core::ExecutionStatus::Pending,
+            }),
+            Err(e) => {
+                tracing::warn!(session_id = %uid, stage_id = %stage.id, error = %e, "a reflector's records are unreadable")
+            }
+        }
+    }
+    Ok(open)
+}
+
+/// Starts the reflector of a session whose score just arrived (memory on,
+/// a scope): its records, then the Alert asks for it
+/// ([`tarsy_crds::contract::REFLECT_ANNOTATION`]; the next reconcile creates
+/// the AgentExecution). Fail-open: a failure is logged (and the records
+/// closed), the session and its score are untouched.
+async fn request_reflector(ctx: &Context, alert: &Alert, config: &Config, session_id: &str) {
+    let started = match Reflector::start_for(&ctx.store, config, session_id, false).await {
+        Ok(Some((reflector, _))) => reflector,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(%session_id, error = %e, "the reflector could not start: nothing is learned from this session");
+            return;
+        }
+    };
+    let Some(ns) = alert.namespace() else { return };
+    let api: Api<Alert> = Api::namespaced(ctx.client.clone(), &ns);
+    let patch = reflect_request_patch(&started.stage_id);
+    if let Err(e) = api
+        .patch(
+            &alert.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        let why = format!("the reflector could not be asked for on the Alert: {e}");
+        tracing::warn!(%session_id, error = %e, "the reflector could not be asked for");
+        started.close(&ctx.store, &ctx.publisher, &why).await;
+    }
+}
+
 /// Starts the scoring of a session that just completed: the attempt and its
 /// records, then the Alert asks for its judge ([`SCORE_ANNOTATION`]; the
 /// next reconcile creates the AgentExecution). An attempt already running
@@ -413,8 +488,8 @@ fn notice(
 /// A scoring attempt whose end arrived in this reconcile (the status shows
 /// a new end of the latest attempt): counted in the operator's metrics
 /// (the judge's pod that wrote it is not scraped; the status is kept, so
-/// a restart does not count it again) and replied in the session's Slack
-/// thread. Fail-open.
+/// a restart does not count it again), replied in the session's Slack
+/// thread, and, once scored, learned from (the reflector). Fail-open.
 async fn score_ended(ctx: &Context, alert: &Alert, config: &Config, after: &AlertStatus) {
     let scored = |s: Option<&AlertStatus>| {
         s.and_then(|s| {
@@ -447,8 +522,12 @@ async fn score_ended(ctx: &Context, alert: &Alert, config: &Config, after: &Aler
         return;
     };
     tarsy_store::count_ended_score(&session.chain_id, &session.alert_type, &attempt);
+    let completed = attempt.status == ScoreStatus::Completed;
     if let Some(notifier) = &ctx.notifier {
         notifier.send(notice(alert, config, session, Some(attempt)));
+    }
+    if completed {
+        request_reflector(ctx, alert, config, &uid).await;
     }
 }
 

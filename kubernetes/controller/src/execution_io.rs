@@ -213,29 +213,36 @@ fn desired_pod(
     let servers = execution_servers(&config, &ae.spec.resolved.mcp_servers)?;
     let chain = config.chain(&ae.spec.chain);
     let service_account = chain.and_then(|c| c.spec.service_account_name.clone());
-    let timeout = chain
-        .and_then(|c| config.session_timeout(&c.spec).ok())
-        .unwrap_or(ctx.settings.defaults.session_timeout);
-    let started = if ae.spec.kind == tarsy_crds::ExecutionKind::Chat {
-        // A chat answer gets the whole session timeout from its own creation
-        // (its session may have ended long ago).
-        ae.metadata
-            .creation_timestamp
-            .as_ref()
-            .map_or(now.as_second(), |t| t.0.as_second())
-    } else {
-        ctx.alerts
-            .state()
-            .iter()
-            .find(|a| a.namespace().as_deref() == Some(ns) && a.name_any() == ae.spec.alert_name)
-            .and_then(|a| a.status.as_ref().and_then(|s| s.started_at.clone()))
-            .map_or(now.as_second(), |t| t.0.as_second())
+    // The execution's own deadline when it has one (a judge, a reflector,
+    // a chat answer run after the session ended); else (an object of an
+    // older operator) the session's.
+    let deadline = match &ae.spec.deadline {
+        Some(d) => d.0.as_second(),
+        None => {
+            let timeout = chain
+                .and_then(|c| config.session_timeout(&c.spec).ok())
+                .unwrap_or(ctx.settings.defaults.session_timeout);
+            let started = if ae.spec.kind == tarsy_crds::ExecutionKind::Chat {
+                ae.metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map_or(now.as_second(), |t| t.0.as_second())
+            } else {
+                ctx.alerts
+                    .state()
+                    .iter()
+                    .find(|a| {
+                        a.namespace().as_deref() == Some(ns) && a.name_any() == ae.spec.alert_name
+                    })
+                    .and_then(|a| a.status.as_ref().and_then(|s| s.started_at.clone()))
+                    .map_or(now.as_second(), |t| t.0.as_second())
+            };
+            started.saturating_add(i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX))
+        }
     };
-    let timeout_secs = i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX);
     // The operator stops executions at the deadline itself (recorded as
     // TimedOut); the pod's own deadline is a backstop that fires later.
-    let left = started
-        .saturating_add(timeout_secs)
+    let left = deadline
         .saturating_sub(now.as_second())
         .max(1)
         .saturating_add(POD_DEADLINE_GRACE_SECS);

@@ -27,7 +27,7 @@
 pub mod alert;
 mod alert_io;
 
-pub use alert_io::{chat_request, scoring_state};
+pub use alert_io::{chat_request, open_reflectors, scoring_state};
 pub mod conditions;
 mod config_ready;
 mod context;

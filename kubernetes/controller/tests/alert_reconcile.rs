@@ -12,8 +12,8 @@ use kube::api::ObjectMeta;
 use tarsy_chain::StopReason;
 use tarsy_config::{Config, Defaults};
 use tarsy_controller::alert::{
-    AlertInputs, AlertOutcome, STOP_ANNOTATION, ScoringState, StoreOp, SummaryProgress,
-    SummaryRequest, reconcile_alert,
+    AlertInputs, AlertOutcome, OpenReflector, STOP_ANNOTATION, ScoringState, StoreOp,
+    SummaryProgress, SummaryRequest, reconcile_alert,
 };
 use tarsy_controller::conditions;
 use tarsy_core::SessionStatus;
@@ -82,6 +82,7 @@ struct World {
     executions: BTreeMap<String, AgentExecution>,
     summary: SummaryProgress,
     scoring: ScoringState,
+    reflectors: Vec<OpenReflector>,
     now: Timestamp,
 }
 
@@ -93,6 +94,7 @@ impl World {
             executions: BTreeMap::new(),
             summary: SummaryProgress::Idle,
             scoring: ScoringState::default(),
+            reflectors: Vec::new(),
             now: Timestamp::from_second(1_800_000_000).unwrap(),
         }
     }
@@ -108,6 +110,7 @@ impl World {
             alert_ttl: None,
             chat: None,
             scoring: &self.scoring,
+            reflectors: &self.reflectors,
             now: self.now,
         });
         for ae in &out.create {
@@ -591,6 +594,7 @@ fn a_finished_alert_expires_after_its_ttl() {
             alert_ttl: ttl,
             chat: None,
             scoring: &Default::default(),
+            reflectors: &[],
             now,
         })
     };
@@ -702,6 +706,7 @@ fn a_chat_question_on_a_finished_alert_gets_its_execution_from_the_operator() {
             alert_ttl: None,
             chat: Some(&request),
             scoring: &Default::default(),
+            reflectors: &[],
             now,
         })
     };
@@ -887,4 +892,102 @@ fn a_judge_whose_pod_died_does_not_keep_its_attempt_running() {
             .any(|e| e.warning && e.reason == "ScoringFailed")
     );
     assert_eq!(w.phase(), AlertPhase::Completed);
+}
+
+fn reflector(feedback: bool) -> tarsy_exec::memory::Reflector {
+    tarsy_exec::memory::Reflector {
+        session_id: UID.into(),
+        scope: "ns".into(),
+        stage_id: format!("{UID}-s3"),
+        stage_index: 3,
+        execution_id: format!("{UID}-s3-e1"),
+        feedback,
+    }
+}
+
+#[test]
+fn a_reflector_runs_in_its_own_pod_after_the_score() {
+    let (mut w, _) = run_to_completion("scoring: {enabled: true}");
+    // Asked for (its stage waits): one AgentExecution of kind memory, the
+    // built-in reflector, tool-less, with its own deadline.
+    w.reflectors = vec![OpenReflector {
+        reflector: reflector(false),
+        waiting: true,
+    }];
+    let out = w.step(true);
+    assert_eq!(out.create.len(), 1, "{out:?}");
+    let ae = &out.create[0];
+    assert_eq!(ae.spec.kind, tarsy_crds::ExecutionKind::Memory);
+    assert_eq!(
+        ae.spec.stage.id.as_deref(),
+        Some(reflector(false).stage_id.as_str())
+    );
+    assert_eq!(ae.spec.stage.name, "Memory");
+    assert_eq!(ae.spec.display_name, "MemoryReflector");
+    assert!(ae.spec.resolved.mcp_servers.is_empty());
+    let deadline = ae.spec.deadline.as_ref().unwrap().0;
+    assert_eq!(deadline.as_second() - w.now.as_second(), 300);
+    assert!(out.events.iter().any(|e| e.reason == "MemoryLearning"));
+    assert!(out.store.is_empty());
+    assert_eq!(w.phase(), AlertPhase::Completed, "the session is untouched");
+    let name = ae.metadata.name.clone().unwrap();
+    // Created once.
+    assert!(w.step(true).create.is_empty());
+    // Running: nothing to do.
+    w.reflectors[0].waiting = false;
+    assert!(w.step(true).store.is_empty());
+    // Its pod died before the runner recorded its end: closed, failed.
+    w.finish(&name, ExecutionPhase::Failed, "");
+    let out = w.step(true);
+    let error = "the reflector stopped before it recorded its end".to_string();
+    assert_eq!(
+        out.store,
+        vec![
+            StoreOp::FailExecution {
+                execution_id: reflector(false).execution_id,
+                error: error.clone(),
+            },
+            StoreOp::FinishStage {
+                stage_id: reflector(false).stage_id,
+                status: tarsy_core::ExecutionStatus::Failed,
+                error: Some(error),
+            }
+        ]
+    );
+    assert!(
+        out.events
+            .iter()
+            .any(|e| e.warning && e.reason == "MemoryNotLearned")
+    );
+    assert_eq!(w.phase(), AlertPhase::Completed);
+}
+
+#[test]
+fn a_feedback_reflector_is_named_for_it_and_one_that_cannot_start_is_closed() {
+    let (mut w, _) = run_to_completion("");
+    w.reflectors = vec![OpenReflector {
+        reflector: reflector(true),
+        waiting: true,
+    }];
+    let out = w.step(true);
+    assert_eq!(out.create[0].spec.stage.name, "Memory (review feedback)");
+
+    // The session's chain is gone: the reflector's records are closed.
+    let (mut w, _) = run_to_completion("");
+    w.config = config(&[]);
+    w.reflectors = vec![OpenReflector {
+        reflector: reflector(true),
+        waiting: true,
+    }];
+    let out = w.step(true);
+    assert!(out.create.is_empty());
+    assert!(
+        out.store.iter().any(|op| matches!(
+            op,
+            StoreOp::FinishStage { status: tarsy_core::ExecutionStatus::Failed, error: Some(e), .. }
+                if e.contains("the reflector could not start") && e.contains("is gone")
+        )),
+        "{:?}",
+        out.store
+    );
 }

@@ -44,6 +44,20 @@ pub fn score_request_patch(stage_id: &str) -> serde_json::Value {
     serde_json::json!({"metadata": {"annotations": {SCORE_ANNOTATION: stage_id}}})
 }
 
+/// Annotation set on a finished Alert to ask for a reflector (investigation
+/// memory learning from the session): the id of the reflector's stage (in
+/// Postgres). Whoever starts it (the operator after a score, the API after
+/// a review's feedback) writes its records; the operator alone writes
+/// AgentExecutions. It only wakes the Alert's reconcile: every reflector
+/// stage of the session not started yet gets its AgentExecution.
+pub const REFLECT_ANNOTATION: &str = "tarsy.dev/reflect-stage";
+
+/// The merge patch by which an Alert asks for the reflector of the memory
+/// stage `stage_id` ([`REFLECT_ANNOTATION`]).
+pub fn reflect_request_patch(stage_id: &str) -> serde_json::Value {
+    serde_json::json!({"metadata": {"annotations": {REFLECT_ANNOTATION: stage_id}}})
+}
+
 /// Label of an Alert: the project its investigation memory belongs to,
 /// within its namespace (memories never cross a namespace, nor a project).
 pub const LABEL_PROJECT: &str = "tarsy.dev/project";

@@ -41,6 +41,7 @@ use tarsy_core::{EventPublisher, ExecutionKind, ExecutionStatus, StageKind, Toke
 use tarsy_crds::{AgentExecution, ExecutionPhase, LLMProvider, MCPServer};
 use tarsy_engine::ExecutionResult;
 use tarsy_exec::chat::Answer;
+use tarsy_exec::memory::{KnownMemories, MemoryService, Reflector};
 use tarsy_exec::runbook::runbook_source;
 use tarsy_exec::scoring::Judgement;
 use tarsy_exec::{AgentInput, Assignment, Launcher, LlmRouter, context, ids};
@@ -212,10 +213,19 @@ pub async fn run(
         _ => Ok(None),
     };
 
-    let judgement = match judgement {
-        Ok(j) => j,
-        Err(e) => {
-            let result = failed(format!("cannot find the scoring attempt: {e}"));
+    // A reflector's records, found by its stage (the operator or the API
+    // started it).
+    let reflector = match spec.kind {
+        ExecutionKind::Memory => match store.get_stage(&stage_id).await {
+            Ok(stage) => Reflector::of_stage(&store, &stage).await.map(Some),
+            Err(e) => Err(e.into()),
+        },
+        _ => Ok(None),
+    };
+    let (judgement, reflector) = match (judgement, reflector) {
+        (Ok(j), Ok(r)) => (j, r),
+        (Err(e), _) | (_, Err(e)) => {
+            let result = failed(format!("cannot find the execution's records: {e}"));
             return end
                 .finish(
                     &store,
@@ -229,9 +239,15 @@ pub async fn run(
                 .await;
         }
     };
-    let closes = Closes {
+    let no_memories = KnownMemories::default();
+    let mut closes = Closes {
         answer: answer.as_ref(),
         judgement: judgement.as_ref(),
+        reflection: reflector.as_ref().map(|reflector| Reflection {
+            reflector,
+            memory: None,
+            known: &no_memories,
+        }),
     };
     let prepared = match prepare(&options, &ae, &providers.items, &servers.items) {
         Ok(p) => p,
@@ -287,12 +303,16 @@ pub async fn run(
             &prepared.defaults,
             tarsy_exec::runbook::token_from_env(),
         )),
-        // Full text alone: the pod has no embedding provider's resource.
-        memory: tarsy_exec::memory::MemoryService::new(&prepared.defaults.memory, None),
+        memory: prepared.memory,
     };
+    if let Some(reflection) = closes.reflection.as_mut() {
+        reflection.memory = launcher.memory.as_deref();
+    }
     let deadline = deadline_of(spec.deadline.as_ref(), prepared.defaults.session_timeout);
+    let mut known = KnownMemories::default();
     let launched = match input(&store, &publisher, &ae, closes).await {
-        Ok((session, input)) => {
+        Ok((session, input, shown)) => {
+            known = shown;
             let assignment = Assignment::new(
                 &session,
                 stage_id.clone(),
@@ -342,6 +362,9 @@ pub async fn run(
         }
     }
     reporter.stop().await;
+    if let Some(reflection) = closes.reflection.as_mut() {
+        reflection.known = &known;
+    }
     let first = progress
         .first_call()
         .map(|d| d.saturating_sub(launched.mcp_init));
@@ -362,16 +385,18 @@ fn failed(why: String) -> ExecutionResult {
 }
 
 /// The session row and what the agent works on: a chat answer's history
-/// (its question recorded first), a synthesis's investigations, or the
-/// earlier stages' results.
+/// (its question recorded first), a judge's or a reflector's reading, a
+/// synthesis's investigations, or the earlier stages' results; with the
+/// memories a reflector is shown.
 async fn input(
     store: &Store,
     publisher: &Arc<dyn EventPublisher>,
     ae: &AgentExecution,
     closes: Closes<'_>,
-) -> Result<(tarsy_store::Session, AgentInput), tarsy_exec::ExecError> {
+) -> Result<(tarsy_store::Session, AgentInput, KnownMemories), tarsy_exec::ExecError> {
     let spec = &ae.spec;
     let session = store.get_session(&spec.session_id).await?;
+    let mut known = KnownMemories::default();
     let input = match (spec.kind, closes.answer, &spec.chat) {
         (ExecutionKind::Chat, Some(answer), Some(chat)) => {
             answer
@@ -396,13 +421,27 @@ async fn input(
                 ));
             }
         },
-        (ExecutionKind::Memory, _, _) => {
-            return Err(tarsy_exec::ExecError::Invalid(
-                "the reflector does not run in an investigation pod yet (memories are learned \
-                 in local mode)"
-                    .into(),
-            ));
-        }
+        (ExecutionKind::Memory, _, _) => match closes.reflection {
+            Some(Reflection {
+                reflector,
+                memory: Some(memory),
+                ..
+            }) => {
+                let (input, shown) = reflector.begin(store, publisher, memory).await?;
+                known = shown;
+                input
+            }
+            Some(_) => {
+                return Err(tarsy_exec::ExecError::Invalid(
+                    "investigation memory is off: the reflector has nothing to do".into(),
+                ));
+            }
+            None => {
+                return Err(tarsy_exec::ExecError::Invalid(
+                    "a reflector execution without its records".into(),
+                ));
+            }
+        },
         (ExecutionKind::Synthesis, _, _) => {
             context::stage_input(
                 store,
@@ -422,7 +461,7 @@ async fn input(
             .await?
         }
     };
-    Ok((session, input))
+    Ok((session, input, known))
 }
 
 /// `deadline` as an instant of this process; without one (an object written
@@ -448,17 +487,30 @@ async fn stop_request(api: &Api<AgentExecution>, name: &str) -> Option<String> {
     }
 }
 
-/// The chat request of a chat execution.
 /// What an execution's end also ends, besides the execution: a chat
-/// answer's stage, a judge's stage and attempt.
+/// answer's stage, a judge's stage and attempt, a reflector's stage (with
+/// what it learned).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Closes<'a> {
     /// The chat answer this execution gives.
     pub(crate) answer: Option<&'a Answer>,
     /// The scoring attempt this execution judges.
     pub(crate) judgement: Option<&'a Judgement>,
+    /// The reflector this execution runs.
+    pub(crate) reflection: Option<Reflection<'a>>,
 }
 
+/// A reflector's run in this pod: its records, memory (none before the
+/// configuration is read, or when switched off) and the memories it was
+/// shown.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reflection<'a> {
+    pub(crate) reflector: &'a Reflector,
+    pub(crate) memory: Option<&'a MemoryService>,
+    pub(crate) known: &'a KnownMemories,
+}
+
+/// The chat request of a chat execution.
 fn chat_of(ae: &AgentExecution) -> Option<&tarsy_crds::ChatRequestSpec> {
     ae.spec
         .chat

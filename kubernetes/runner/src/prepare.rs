@@ -14,6 +14,7 @@ use tarsy_core::config::HttpTransport;
 use tarsy_core::{McpServerConfig, McpTransport, ResolvedAgentConfig, SecretValue};
 use tarsy_crds::contract::secret_env_name;
 use tarsy_crds::{AgentExecution, LLMProvider, MCPServer, SecretKeyRef};
+use tarsy_exec::memory::{MemoryService, embedder_for};
 use tarsy_masking::MaskingService;
 use tarsy_store::{ConnectOptions, Store};
 use tokio_util::sync::CancellationToken;
@@ -39,6 +40,8 @@ pub(crate) struct Prepared {
     pub(crate) mcp_configs: BTreeMap<String, McpServerConfig>,
     pub(crate) masking: Arc<MaskingService>,
     pub(crate) defaults: Defaults,
+    /// Investigation memory (none: off), with the embedder configured.
+    pub(crate) memory: Option<Arc<MemoryService>>,
 }
 
 /// The agent configuration, MCP server configurations and masking of the
@@ -109,6 +112,7 @@ pub(crate) fn prepare(
         config: resolved,
         mcp_configs: mcp,
         masking: Arc::new(masking),
+        memory: MemoryService::new(&defaults.memory, embedder_for(&config, &options.llm_addr)),
         defaults,
     })
 }

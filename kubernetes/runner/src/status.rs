@@ -253,9 +253,10 @@ impl Ending<'_> {
     }
 
     /// Records `result` in Postgres (retried), then in the status; a chat
-    /// answer's stage ends with it, and a judge's attempt (before the
-    /// status: an execution shown ended with its attempt still running
-    /// means the judge died, and the operator closes it).
+    /// answer's stage ends with it, and a judge's attempt and a
+    /// reflector's stage (before the status: an execution shown ended
+    /// with its attempt or stage still open means its pod died, and the
+    /// operator closes it).
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn finish(
         &self,
@@ -299,6 +300,29 @@ impl Ending<'_> {
             judged.final_analysis = final_analysis.clone();
             if let Err(e) = judgement.end(store, publisher, &judged).await {
                 tracing::warn!(error = %e, "cannot record the judge's answer");
+            }
+        }
+        if let Some(reflection) = closes.reflection {
+            let mut answered = result.clone();
+            answered.final_analysis = final_analysis.clone();
+            match reflection
+                .reflector
+                .end(
+                    store,
+                    publisher,
+                    reflection.memory,
+                    &answered,
+                    reflection.known,
+                )
+                .await
+            {
+                Ok(learned) => tracing::info!(
+                    created = learned.created.len(),
+                    reinforced = learned.reinforced,
+                    deprecated = learned.deprecated,
+                    "memories learned"
+                ),
+                Err(e) => tracing::warn!(error = %e, "nothing learned from the session"),
             }
         }
         let mut status = status_view::terminal_status(

@@ -191,8 +191,8 @@ async fn apply(api: &AppState, id: &str, actor: &str, change: &ReviewChange) -> 
         | ReviewChange::Update { feedback, .. } => feedback.as_deref(),
         _ => None,
     };
-    if let Some(feedback) = feedback.map(str::trim).filter(|f| !f.is_empty()) {
-        api.control.learn_from_feedback(id, feedback).await;
+    if feedback.is_some_and(|f| !f.trim().is_empty()) {
+        api.control.learn_from_feedback(id).await;
     }
     publish_session_review(
         api.hub.publisher().as_ref(),

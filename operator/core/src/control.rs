@@ -222,9 +222,9 @@ pub trait SessionControl: Send + Sync {
     /// earlier ones are kept). Returns once the attempt is on its way.
     async fn rescore(&self, session_id: &str) -> Result<ScoreAccepted, ScoreError>;
 
-    /// Lets investigation memory learn from a person's review `feedback`
-    /// of the finished session (the feedback reflector), in the
-    /// background. Fail-open; a mode that cannot does nothing (the
-    /// default).
-    async fn learn_from_feedback(&self, _session_id: &str, _feedback: &str) {}
+    /// Lets investigation memory learn from the feedback text of the
+    /// finished session's review, just stored (the feedback reflector
+    /// reads it there), in the background. Fail-open; a mode without
+    /// memory does nothing (the default).
+    async fn learn_from_feedback(&self, _session_id: &str) {}
 }

@@ -44,6 +44,9 @@ use crate::launch::{AgentInput, Assignment, Launcher};
 /// Name of the reflector's stage.
 pub const MEMORY_STAGE_NAME: &str = "Memory";
 
+/// Name of the feedback reflector's stage (it learns from a review's text).
+pub const FEEDBACK_STAGE_NAME: &str = "Memory (review feedback)";
+
 /// How long a reflector may run: one tool-less answer.
 pub const REFLECTOR_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -367,16 +370,54 @@ pub struct Reflector {
     pub stage_index: u32,
     /// The reflector's execution.
     pub execution_id: String,
+    /// A feedback reflector: it learns from a person's review text.
+    pub feedback: bool,
 }
 
+/// The memories a reflector was shown (id, text): the only ones it may
+/// reinforce or deprecate, and those a new memory must not duplicate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KnownMemories(Vec<(String, String)>);
+
 impl Reflector {
+    /// Starts the reflector of a finished session (`feedback`: the
+    /// feedback reflector, after a person's review text) when memory is on
+    /// and the session has a scope: its records, and the agent to run.
+    /// `None`: nothing to learn (memory off, or a session with no scope).
+    pub async fn start_for(
+        store: &Store,
+        config: &Config,
+        session_id: &str,
+        feedback: bool,
+    ) -> Result<Option<(Reflector, ResolvedAgentConfig)>> {
+        if !config.defaults.memory.enabled {
+            return Ok(None);
+        }
+        let Some(scope) = store.session_memory_scope(session_id).await? else {
+            return Ok(None);
+        };
+        let session = store.get_session(session_id).await?;
+        let chain = config.chain(&session.chain_id).ok_or_else(|| {
+            ExecError::Invalid(format!(
+                "the session's chain {:?} is gone: no reflector",
+                session.chain_id
+            ))
+        })?;
+        let agent = config
+            .resolve_reflector(&chain.spec)
+            .map_err(|e| ExecError::Invalid(format!("no reflector: {e}")))?;
+        let reflector = Reflector::start(store, session_id, &scope, &agent, feedback).await?;
+        Ok(Some((reflector, agent)))
+    }
+
     /// Creates the reflector's stage (kind `memory`) and execution of a
     /// finished session in `scope`.
-    pub async fn start(
+    async fn start(
         store: &Store,
         session_id: &str,
         scope: &str,
         agent: &ResolvedAgentConfig,
+        feedback: bool,
     ) -> Result<Reflector> {
         let stage_index = crate::records::next_stage_index(store, session_id).await?;
         let reflector = Reflector {
@@ -385,12 +426,13 @@ impl Reflector {
             stage_id: stage_id(session_id, stage_index),
             stage_index,
             execution_id: execution_id(session_id, stage_index, 1),
+            feedback,
         };
         store
             .create_stage(NewStage {
                 id: Some(reflector.stage_id.clone()),
                 session_id: session_id.to_string(),
-                stage_name: MEMORY_STAGE_NAME.to_string(),
+                stage_name: reflector.stage_name().to_string(),
                 kind: StageKind::Memory,
                 stage_index: i64::from(stage_index),
                 expected_agent_count: 1,
@@ -415,23 +457,57 @@ impl Reflector {
         Ok(reflector)
     }
 
+    /// The reflector whose stage is `stage` (kind `memory`), from its
+    /// records: how another process (an investigation pod, the operator)
+    /// finds a reflector started elsewhere.
+    pub async fn of_stage(store: &Store, stage: &tarsy_store::Stage) -> Result<Reflector> {
+        if stage.kind != StageKind::Memory {
+            return Err(ExecError::Invalid(format!(
+                "stage {} is not a reflector's",
+                stage.id
+            )));
+        }
+        let scope = store
+            .session_memory_scope(&stage.session_id)
+            .await?
+            .ok_or_else(|| {
+                ExecError::Invalid(format!("session {} has no memory scope", stage.session_id))
+            })?;
+        let stage_index = u32::try_from(stage.stage_index).unwrap_or_default();
+        Ok(Reflector {
+            session_id: stage.session_id.clone(),
+            scope,
+            stage_id: stage.id.clone(),
+            stage_index,
+            execution_id: execution_id(&stage.session_id, stage_index, 1),
+            feedback: stage.stage_name == FEEDBACK_STAGE_NAME,
+        })
+    }
+
+    /// The name of the reflector's stage.
+    pub fn stage_name(&self) -> &'static str {
+        if self.feedback {
+            FEEDBACK_STAGE_NAME
+        } else {
+            MEMORY_STAGE_NAME
+        }
+    }
+
     fn stage_ref(&self) -> PublishedStage<'_> {
         PublishedStage {
             id: &self.stage_id,
-            name: MEMORY_STAGE_NAME,
+            name: self.stage_name(),
             index: i64::from(self.stage_index),
         }
     }
 
     /// What the reflector reads (the investigation, its score and review,
-    /// the similar memories of its scope) and the ids of those memories
-    /// (the only ones it may reinforce or deprecate).
+    /// the similar memories of its scope) and those memories.
     async fn input(
         &self,
         store: &Store,
         memory: &MemoryService,
-        feedback: Option<&str>,
-    ) -> Result<(AgentInput, Vec<(String, String)>)> {
+    ) -> Result<(AgentInput, KnownMemories)> {
         let session = store.get_session(&self.session_id).await?;
         let text = format!(
             "{}\n{}",
@@ -446,10 +522,12 @@ impl Reflector {
             ..RecallQuery::new(self.scope.clone(), text)
         };
         let existing = store.recall_memories(&query).await?;
-        let known: Vec<(String, String)> = existing
-            .iter()
-            .map(|r| (r.memory.id.clone(), r.memory.content.clone()))
-            .collect();
+        let known = KnownMemories(
+            existing
+                .iter()
+                .map(|r| (r.memory.id.clone(), r.memory.content.clone()))
+                .collect(),
+        );
         let attempt = store
             .session_scores(&self.session_id)
             .await?
@@ -470,9 +548,8 @@ impl Reflector {
             tool_report: attempt.and_then(|a| a.tool_report),
             review_rating: review.as_ref().and_then(|r| r.rating),
             // A person's words reach the model masked, or not at all.
-            review_feedback: feedback
-                .map(str::to_string)
-                .or_else(|| review.and_then(|r| r.feedback))
+            review_feedback: review
+                .and_then(|r| r.feedback)
                 .and_then(|f| tarsy_masking::mask_memory_text(&f)),
             existing: existing
                 .iter()
@@ -485,7 +562,7 @@ impl Reflector {
                 })
                 .collect(),
         };
-        let instructions = if feedback.is_some() {
+        let instructions = if self.feedback {
             FEEDBACK_INSTRUCTIONS
         } else {
             REFLECTOR_INSTRUCTIONS
@@ -499,22 +576,14 @@ impl Reflector {
         ))
     }
 
-    /// Runs the reflector in this process and applies its answer: the
-    /// memories it creates (masked), reinforces and deprecates. With
-    /// `feedback` (a review's text) it is the feedback reflector. Its
-    /// stage and execution end with the run's outcome; an unreadable
-    /// answer stores nothing and shows as an error event on the execution.
-    pub async fn run(
+    /// Marks the stage active and builds what the reflector reads, with
+    /// the memories it is shown (for [`Reflector::end`]).
+    pub async fn begin(
         &self,
-        launcher: &Launcher,
+        store: &Store,
+        publisher: &Arc<dyn EventPublisher>,
         memory: &MemoryService,
-        agent: ResolvedAgentConfig,
-        feedback: Option<&str>,
-        deadline: Instant,
-        cancel: CancellationToken,
-    ) -> std::result::Result<Learned, ReflectionFailed> {
-        let store = &launcher.store;
-        let publisher = &launcher.publisher;
+    ) -> Result<(AgentInput, KnownMemories)> {
         crate::records::stage_status(
             store,
             publisher.as_ref(),
@@ -524,8 +593,56 @@ impl Reflector {
             None,
         )
         .await;
+        self.input(store, memory).await
+    }
+
+    /// Applies the reflector's answer (the memories it creates, masked;
+    /// those it reinforces and deprecates among `known`), then ends the
+    /// stage with the execution's outcome, published (the caller records
+    /// the execution's own status first). What it learned is stored before
+    /// its end is announced: whoever sees the stage end finds the
+    /// memories. An unreadable answer stores nothing and shows as an error
+    /// event on the execution. Without `memory` (switched off meanwhile)
+    /// nothing is learned.
+    pub async fn end(
+        &self,
+        store: &Store,
+        publisher: &Arc<dyn EventPublisher>,
+        memory: Option<&MemoryService>,
+        result: &ExecutionResult,
+        known: &KnownMemories,
+    ) -> std::result::Result<Learned, ReflectionFailed> {
+        let learned = match (memory, store.get_session(&self.session_id).await) {
+            (Some(memory), Ok(session)) => self.apply(store, memory, &session, result, known).await,
+            (None, _) => Err(ReflectionFailed::Run("investigation memory is off".into())),
+            (_, Err(e)) => Err(ExecError::from(e).into()),
+        };
+        crate::records::stage_status(
+            store,
+            publisher.as_ref(),
+            &self.session_id,
+            self.stage_ref(),
+            result.status,
+            result.error.as_deref(),
+        )
+        .await;
+        learned
+    }
+
+    /// Runs the reflector in this process: [`Reflector::begin`], the
+    /// agent, the execution's end, [`Reflector::end`].
+    pub async fn run(
+        &self,
+        launcher: &Launcher,
+        memory: &MemoryService,
+        agent: ResolvedAgentConfig,
+        deadline: Instant,
+        cancel: CancellationToken,
+    ) -> std::result::Result<Learned, ReflectionFailed> {
+        let store = &launcher.store;
+        let publisher = &launcher.publisher;
         let prepared = async {
-            let (input, known) = self.input(store, memory, feedback).await?;
+            let (input, known) = self.begin(store, publisher, memory).await?;
             Ok::<_, ExecError>((store.get_session(&self.session_id).await?, input, known))
         }
         .await;
@@ -533,8 +650,7 @@ impl Reflector {
             Ok(p) => p,
             Err(e) => {
                 let why = format!("cannot build what the reflector reads: {e}");
-                self.close(store, publisher, ExecutionStatus::Failed, Some(&why))
-                    .await;
+                self.close(store, publisher, &why).await;
                 return Err(e.into());
             }
         };
@@ -548,24 +664,25 @@ impl Reflector {
             cancel,
         );
         let result = launcher.run(assignment, None).await.result;
-        // What it learned is stored before its end is announced: whoever
-        // sees the stage end finds the memories.
-        let learned = self.apply(store, memory, &session, &result, &known).await;
-        self.close(store, publisher, result.status, result.error.as_deref())
-            .await;
-        learned
+        if let Err(e) = store
+            .update_agent_execution_status(
+                &self.execution_id,
+                result.status,
+                result.error.as_deref(),
+            )
+            .await
+        {
+            tracing::warn!(execution_id = %self.execution_id, error = %e, "cannot record the reflector's execution status");
+        }
+        self.end(store, publisher, Some(memory), &result, &known)
+            .await
     }
 
-    /// Records the execution's and stage's end, published.
-    async fn close(
-        &self,
-        store: &Store,
-        publisher: &Arc<dyn EventPublisher>,
-        status: ExecutionStatus,
-        error: Option<&str>,
-    ) {
+    /// Fails the execution and the stage with `why`, published: a
+    /// reflector that cannot run.
+    pub async fn close(&self, store: &Store, publisher: &Arc<dyn EventPublisher>, why: &str) {
         if let Err(e) = store
-            .update_agent_execution_status(&self.execution_id, status, error)
+            .update_agent_execution_status(&self.execution_id, ExecutionStatus::Failed, Some(why))
             .await
         {
             tracing::warn!(execution_id = %self.execution_id, error = %e, "cannot record the reflector's execution status");
@@ -575,8 +692,8 @@ impl Reflector {
             publisher.as_ref(),
             &self.session_id,
             self.stage_ref(),
-            status,
-            error,
+            ExecutionStatus::Failed,
+            Some(why),
         )
         .await;
     }
@@ -588,7 +705,7 @@ impl Reflector {
         memory: &MemoryService,
         session: &Session,
         result: &ExecutionResult,
-        known: &[(String, String)],
+        known: &KnownMemories,
     ) -> std::result::Result<Learned, ReflectionFailed> {
         let answer = match (&result.status, &result.final_analysis) {
             (ExecutionStatus::Completed, Some(text)) => text,
@@ -611,7 +728,7 @@ impl Reflector {
                 return Err(ReflectionFailed::Answer(e.to_string()));
             }
         };
-        reflection.retain_known(known.iter().map(|(id, _)| id.as_str()));
+        reflection.retain_known(known.0.iter().map(|(id, _)| id.as_str()));
         for w in &reflection.warnings {
             tracing::info!(session_id = %self.session_id, warning = %w, "reflector answer repaired");
         }
@@ -623,7 +740,7 @@ impl Reflector {
                 continue;
             };
             // Learning what is known already confirms it: no duplicate.
-            if let Some((id, _)) = known.iter().find(|(_, c)| same_text(c, &content)) {
+            if let Some((id, _)) = known.0.iter().find(|(_, c)| same_text(c, &content)) {
                 if !reflection.reinforce.contains(id) && !reflection.deprecate.contains(id) {
                     reflection.reinforce.push(id.clone());
                 }

@@ -188,7 +188,7 @@ impl SessionControl for LocalControl {
         crate::scoring::rescore(&self.rt, session_id).await
     }
 
-    async fn learn_from_feedback(&self, session_id: &str, feedback: &str) {
-        crate::memory::reflect(&self.rt, session_id, Some(feedback.to_string())).await;
+    async fn learn_from_feedback(&self, session_id: &str) {
+        crate::memory::reflect(&self.rt, session_id, true).await;
     }
 }

@@ -1,8 +1,9 @@
 //! Investigation memory in local mode. Recall happens in every
-//! investigation's launch and the reflector's run, what it reads and how
-//! its answer becomes memories are [`tarsy_exec::memory`]'s; here the
-//! reflector is a task of this process, started when a session's score
-//! arrives, or a person's review feedback. Fail-open: nothing here changes the session or its score.
+//! investigation's launch; what the reflector reads and how its answer
+//! becomes memories are [`tarsy_exec::memory`]'s. Here the reflector is a
+//! task of this process, started when a session's score arrives, or a
+//! person's review feedback. Fail-open: nothing here changes the session
+//! or its score.
 
 use std::sync::Arc;
 
@@ -16,41 +17,27 @@ use crate::runtime::Runtime;
 /// score starts the reflector.
 pub(crate) async fn after_score(rt: &Arc<Runtime>, attempt: &SessionScore) {
     if attempt.status == tarsy_core::ScoreStatus::Completed {
-        reflect(rt, &attempt.session_id, None).await;
+        reflect(rt, &attempt.session_id, false).await;
     }
 }
 
-/// Starts the reflector of a finished session (with a review's
-/// `feedback`: the feedback reflector) when memory is on and the session
+/// Starts the reflector of a finished session (`feedback`: the feedback
+/// reflector, after a review's text) when memory is on and the session
 /// has a scope, as a task stopped with the process. Fail-open: logged.
-pub(crate) async fn reflect(rt: &Arc<Runtime>, session_id: &str, feedback: Option<String>) {
+pub(crate) async fn reflect(rt: &Arc<Runtime>, session_id: &str, feedback: bool) {
     if rt.shutdown.is_cancelled() {
         return;
     }
     let Some(memory) = rt.launcher.memory.clone() else {
         return;
     };
-    let session_id = session_id.to_string();
-    let prepared = async {
-        let session = rt.store.get_session(&session_id).await.ok()?;
-        let scope = rt.store.session_memory_scope(&session_id).await.ok()??;
-        let chain = rt.config.chain(&session.chain_id)?;
-        match rt.config.resolve_reflector(&chain.spec) {
-            Ok(agent) => Some((scope, agent)),
-            Err(e) => {
-                tracing::warn!(%session_id, error = %e, "no reflector: nothing is learned from this session");
-                None
-            }
-        }
-    }
-    .await;
-    let Some((scope, agent)) = prepared else {
-        return;
-    };
-    let reflector = match Reflector::start(&rt.store, &session_id, &scope, &agent).await {
-        Ok(r) => r,
+    let (reflector, agent) = match Reflector::start_for(&rt.store, &rt.config, session_id, feedback)
+        .await
+    {
+        Ok(Some(started)) => started,
+        Ok(None) => return,
         Err(e) => {
-            tracing::warn!(%session_id, error = %e, "the reflector could not start");
+            tracing::warn!(%session_id, error = %e, "the reflector could not start: nothing is learned from this session");
             return;
         }
     };
@@ -59,14 +46,7 @@ pub(crate) async fn reflect(rt: &Arc<Runtime>, session_id: &str, feedback: Optio
     rt.clone().tasks.spawn(async move {
         let deadline = Instant::now() + REFLECTOR_TIMEOUT;
         match reflector
-            .run(
-                &rt.launcher,
-                &memory,
-                agent,
-                feedback.as_deref(),
-                deadline,
-                cancel,
-            )
+            .run(&rt.launcher, &memory, agent, deadline, cancel)
             .await
         {
             Ok(learned) => tracing::info!(
