@@ -13,6 +13,21 @@ use std::time::Duration;
 use tarsy_scripted_llm::{ScriptedLlm, ScriptedResponse};
 use tarsy_store::{Memory, Store};
 
+/// The chain: agent `alpha` on provider `test-llm`, scored.
+pub const CHAIN: &str = r##"
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: pool}
+spec:
+  alertTypes: [PoolExhausted]
+  llmProvider: test-llm
+  iterationStrategy: native-thinking
+  scoring: {enabled: true}
+  stages:
+  - name: look
+    agent: alpha
+"##;
+
 /// The alert data of every session.
 pub const ALERT: &str =
     "service: payments-db\nreason: connection pool exhausted (50/50) during the nightly batch";

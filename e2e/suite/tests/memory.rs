@@ -10,28 +10,14 @@ use std::time::Duration;
 
 use tarsy_e2e::harness::{Peers, TestApp};
 use tarsy_e2e::memory_scenario::{
-    ALERT, assert_corrected, assert_learned, assert_recalled, investigation_prompt, reflected,
-    review, script,
+    ALERT, CHAIN, assert_corrected, assert_learned, assert_recalled, investigation_prompt,
+    reflected, review, script,
 };
 use tarsy_e2e::on_both_backends;
 use tarsy_store::MemoryFilter;
 
 /// How long a reflector may take here.
 const WITHIN: Duration = Duration::from_secs(30);
-
-const CHAIN: &str = r##"
-apiVersion: tarsy.dev/v1alpha1
-kind: Chain
-metadata: {name: pool}
-spec:
-  alertTypes: [PoolExhausted]
-  llmProvider: test-llm
-  iterationStrategy: native-thinking
-  scoring: {enabled: true}
-  stages:
-  - name: look
-    agent: alpha
-"##;
 
 async fn learn_recall_and_forget(db_url: String) {
     scenario(db_url, false).await;

@@ -10,8 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
 use tarsy_api::{ChatAccepted, ChatError, ChatSubmission};
 use tarsy_config::Config;
 use tarsy_core::ExecutionStatus;
@@ -119,12 +117,7 @@ impl ChatEdge for ClusterChat<'_> {
             "metadata": {"annotations": {CHAT_ANNOTATION: question.answer.stage_id}}
         });
         self.ctl
-            .api::<Alert>()
-            .patch(
-                &alert.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
+            .patch_alert(&alert, &patch)
             .await
             .map_err(|e| chat_kube("asking for the chat answer on the Alert", e))?;
         tracing::info!(session_id = %question.session.id, stage_id = %question.answer.stage_id, "chat answer requested");

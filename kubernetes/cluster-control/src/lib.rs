@@ -146,6 +146,23 @@ impl KubeSessionControl {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Merge-patches `alert`: a cancel, or a request to the operator
+    /// through an annotation (the operator alone writes AgentExecutions).
+    async fn patch_alert(
+        &self,
+        alert: &Alert,
+        patch: &serde_json::Value,
+    ) -> Result<(), kube::Error> {
+        self.api::<Alert>()
+            .patch(
+                &alert.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map(|_| ())
+    }
+
     /// The namespace's configuration, built as the operator builds it.
     async fn config(&self) -> Result<Config, kube::Error> {
         namespace_config(&self.client, &self.namespace, &self.defaults).await
@@ -351,16 +368,8 @@ impl SessionControl for KubeSessionControl {
         if !phase.is_terminal() {
             if alert.spec.cancel != Some(true) {
                 let patch = serde_json::json!({"spec": {"cancel": true}});
-                match self
-                    .api::<Alert>()
-                    .patch(
-                        &alert.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await
-                {
-                    Ok(_) => {}
+                match self.patch_alert(&alert, &patch).await {
+                    Ok(()) => {}
                     Err(kube::Error::Api(s)) if s.code == 404 => {
                         return Err(CancelError::NotFound(session_id.to_string()));
                     }

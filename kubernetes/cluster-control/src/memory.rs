@@ -5,9 +5,6 @@
 //! operator runs its pod, the runner reflects. Fail-open: the review
 //! stands whatever happens here (logged).
 
-use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
-use tarsy_crds::Alert;
 use tarsy_exec::memory::Reflector;
 
 use crate::KubeSessionControl;
@@ -38,12 +35,7 @@ pub(crate) async fn learn_from_feedback(ctl: &KubeSessionControl, session_id: &s
             .map_err(|e| format!("finding the session's Alert: {e}"))?
             .ok_or("the session's Alert is gone (deleted or expired)")?;
         let patch = tarsy_crds::contract::reflect_request_patch(&reflector.stage_id);
-        ctl.api::<Alert>()
-            .patch(
-                &alert.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
+        ctl.patch_alert(&alert, &patch)
             .await
             .map_err(|e| format!("asking for the reflector on the Alert: {e}"))?;
         Ok::<_, String>(())

@@ -4,10 +4,7 @@
 //! ([`tarsy_crds::contract::SCORE_ANNOTATION`]), as for a chat answer. The operator runs its pod,
 //! the runner judges.
 
-use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
 use tarsy_api::{ScoreAccepted, ScoreError};
-use tarsy_crds::Alert;
 use tarsy_exec::scoring::{self, Judgement};
 
 use crate::{KubeSessionControl, kube_message, transient};
@@ -49,7 +46,8 @@ pub(crate) async fn rescore(
     let judgement = Judgement::start(&ctl.store, &publisher, session_id, &judge, None)
         .await
         .map_err(|e| scoring::start_refused(session_id, e))?;
-    if let Err(e) = ask_for_judge(ctl, &alert, &judgement).await {
+    let patch = tarsy_crds::contract::score_request_patch(&judgement.stage_id);
+    if let Err(e) = ctl.patch_alert(&alert, &patch).await {
         judgement
             .abandon(&ctl.store, &publisher, "the judge could not be asked for")
             .await;
@@ -59,22 +57,4 @@ pub(crate) async fn rescore(
     Ok(ScoreAccepted {
         session_id: session_id.to_string(),
     })
-}
-
-/// The Alert asks the operator for the judge's AgentExecution (the operator
-/// alone writes AgentExecutions).
-async fn ask_for_judge(
-    ctl: &KubeSessionControl,
-    alert: &Alert,
-    judgement: &Judgement,
-) -> Result<(), kube::Error> {
-    let patch = tarsy_crds::contract::score_request_patch(&judgement.stage_id);
-    ctl.api::<Alert>()
-        .patch(
-            &alert.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map(|_| ())
 }

@@ -20,7 +20,9 @@ use tarsy_chain::{
     ExecutionView, ExecutiveSummaryView, SessionView, StageView, StopReason, decide,
 };
 use tarsy_config::{Config, ResolveError};
-use tarsy_core::{ExecutionStatus, McpSelection, ScoreStatus, SessionStatus, StageKind};
+use tarsy_core::{
+    ExecutionStatus, McpSelection, ResolvedAgentConfig, ScoreStatus, SessionStatus, StageKind,
+};
 use tarsy_crds::contract::{ExecutionRequest, execution_for, execution_name};
 use tarsy_crds::{
     AgentExecution, Alert, AlertPhase, AlertStatus, ChatRequestSpec, MAX_STATUS_TEXT_CHARS,
@@ -492,47 +494,28 @@ fn answer_chat(out: &mut AlertOutcome, inputs: &AlertInputs<'_>, request: &ChatR
         Ok(agent) => agent,
         Err(e) => {
             let error = format!("the chat answer could not start: {e}");
-            out.store.push(StoreOp::FailExecution {
-                execution_id: answer.execution_id.clone(),
-                error: error.clone(),
-            });
-            out.store.push(StoreOp::FinishStage {
-                stage_id: answer.stage_id.clone(),
-                status: ExecutionStatus::Failed,
-                error: Some(error.clone()),
-            });
+            fail_added(out, &answer.execution_id, &answer.stage_id, &error);
             out.event(true, "ChatNotStarted", error);
             return;
         }
     };
-    let deadline = inputs
-        .now
-        .checked_add(SignedDuration::try_from(agent.timeout).unwrap_or_default())
-        .ok()
-        .map(Time);
-    let config = &agent.config;
-    out.create.push(execution_for(
-        inputs.alert,
+    out.create.push(added_execution(
+        inputs,
         &request.session.chain_id,
-        ExecutionRequest {
-            stage: StageRef {
-                index,
-                name: tarsy_exec::ids::CHAT_STAGE_NAME.to_string(),
-                id: Some(answer.stage_id.clone()),
-            },
-            agent_name: config.agent_name.clone(),
-            display_name: config.display_name.clone(),
-            agent_index: 1,
-            kind: tarsy_crds::ExecutionKind::Chat,
-            resolved: ResolvedConfigSpec::from(config),
-            chat: Some(ChatRequestSpec {
-                chat_id,
-                message_id: request.message.id.clone(),
-                question: clip(&request.message.content, MAX_SPEC_QUESTION_CHARS),
-                author: request.message.author.clone(),
-            }),
-            deadline,
+        StageRef {
+            index,
+            name: tarsy_exec::ids::CHAT_STAGE_NAME.to_string(),
+            id: Some(answer.stage_id.clone()),
         },
+        &agent.config,
+        agent.timeout,
+        tarsy_crds::ExecutionKind::Chat,
+        Some(ChatRequestSpec {
+            chat_id,
+            message_id: request.message.id.clone(),
+            question: clip(&request.message.content, MAX_SPEC_QUESTION_CHARS),
+            author: request.message.author.clone(),
+        }),
     ));
     out.event(
         false,
@@ -548,19 +531,9 @@ fn follow_scoring(out: &mut AlertOutcome, inputs: &AlertInputs<'_>) {
     let scoring = inputs.scoring;
     let generation = inputs.alert.metadata.generation;
     if let Some(judgement) = &scoring.running {
-        let judge_ae = inputs
-            .executions
-            .values()
-            .find(|ae| ae.spec.stage.id.as_deref() == Some(judgement.stage_id.as_str()));
-        match judge_ae {
-            None if scoring.requested => start_judge(out, inputs, judgement),
-            Some(ae)
-                if ae
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.phase)
-                    .is_some_and(|p| p.is_terminal()) =>
-            {
+        match added_run(inputs, &judgement.stage_id) {
+            AddedRun::Missing if scoring.requested => start_judge(out, inputs, judgement),
+            AddedRun::Ended => {
                 // The runner ends the attempt before it records the
                 // execution's end: an attempt still running means its pod
                 // died first.
@@ -624,28 +597,18 @@ fn start_judge(out: &mut AlertOutcome, inputs: &AlertInputs<'_>, judgement: &Jud
             return;
         }
     };
-    let deadline = inputs
-        .now
-        .checked_add(SignedDuration::try_from(timeout).unwrap_or_default())
-        .ok()
-        .map(Time);
-    out.create.push(execution_for(
-        inputs.alert,
+    out.create.push(added_execution(
+        inputs,
         &chain,
-        ExecutionRequest {
-            stage: StageRef {
-                index: judgement.stage_index,
-                name: tarsy_exec::scoring::SCORING_STAGE_NAME.to_string(),
-                id: Some(judgement.stage_id.clone()),
-            },
-            agent_name: judge.agent_name.clone(),
-            display_name: judge.display_name.clone(),
-            agent_index: 1,
-            kind: tarsy_crds::ExecutionKind::Scoring,
-            resolved: ResolvedConfigSpec::from(&judge),
-            chat: None,
-            deadline,
+        StageRef {
+            index: judgement.stage_index,
+            name: tarsy_exec::scoring::SCORING_STAGE_NAME.to_string(),
+            id: Some(judgement.stage_id.clone()),
         },
+        &judge,
+        timeout,
+        tarsy_crds::ExecutionKind::Scoring,
+        None,
     ));
     out.event(
         false,
@@ -660,15 +623,7 @@ fn start_judge(out: &mut AlertOutcome, inputs: &AlertInputs<'_>, judgement: &Jud
 /// Ends an attempt that cannot go on: its execution and stage failed, the
 /// attempt failed, all with the reason.
 fn close_attempt(out: &mut AlertOutcome, judgement: &Judgement, error: String) {
-    out.store.push(StoreOp::FailExecution {
-        execution_id: judgement.execution_id.clone(),
-        error: error.clone(),
-    });
-    out.store.push(StoreOp::FinishStage {
-        stage_id: judgement.stage_id.clone(),
-        status: ExecutionStatus::Failed,
-        error: Some(error.clone()),
-    });
+    fail_added(out, &judgement.execution_id, &judgement.stage_id, &error);
     out.store.push(StoreOp::FailScore {
         session_id: judgement.session_id.clone(),
         attempt_id: judgement.attempt_id.clone(),
@@ -683,21 +638,11 @@ fn close_attempt(out: &mut AlertOutcome, judgement: &Judgement, error: String) {
 fn follow_reflectors(out: &mut AlertOutcome, inputs: &AlertInputs<'_>) {
     for open in inputs.reflectors {
         let reflector = &open.reflector;
-        let ae = inputs
-            .executions
-            .values()
-            .find(|ae| ae.spec.stage.id.as_deref() == Some(reflector.stage_id.as_str()));
-        match ae {
-            None if open.waiting => start_reflector(out, inputs, reflector),
+        match added_run(inputs, &reflector.stage_id) {
+            AddedRun::Missing if open.waiting => start_reflector(out, inputs, reflector),
             // The runner records the stage's end before its status: a
             // stage still open means the pod died first.
-            Some(ae)
-                if ae
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.phase)
-                    .is_some_and(|p| p.is_terminal()) =>
-            {
+            AddedRun::Ended => {
                 let error = "the reflector stopped before it recorded its end".to_string();
                 close_reflector(out, reflector, error);
             }
@@ -736,28 +681,18 @@ fn start_reflector(out: &mut AlertOutcome, inputs: &AlertInputs<'_>, reflector: 
             return;
         }
     };
-    let deadline = inputs
-        .now
-        .checked_add(SignedDuration::try_from(REFLECTOR_TIMEOUT).unwrap_or_default())
-        .ok()
-        .map(Time);
-    out.create.push(execution_for(
-        inputs.alert,
+    out.create.push(added_execution(
+        inputs,
         &chain,
-        ExecutionRequest {
-            stage: StageRef {
-                index: reflector.stage_index,
-                name: reflector.stage_name().to_string(),
-                id: Some(reflector.stage_id.clone()),
-            },
-            agent_name: agent.agent_name.clone(),
-            display_name: agent.display_name.clone(),
-            agent_index: 1,
-            kind: tarsy_crds::ExecutionKind::Memory,
-            resolved: ResolvedConfigSpec::from(&agent),
-            chat: None,
-            deadline,
+        StageRef {
+            index: reflector.stage_index,
+            name: reflector.stage_name().to_string(),
+            id: Some(reflector.stage_id.clone()),
         },
+        &agent,
+        REFLECTOR_TIMEOUT,
+        tarsy_crds::ExecutionKind::Memory,
+        None,
     ));
     out.event(
         false,
@@ -772,16 +707,76 @@ fn start_reflector(out: &mut AlertOutcome, inputs: &AlertInputs<'_>, reflector: 
 /// Ends a reflector that cannot go on: its execution and stage failed with
 /// the reason (nothing is learned; the session is untouched).
 fn close_reflector(out: &mut AlertOutcome, reflector: &Reflector, error: String) {
+    fail_added(out, &reflector.execution_id, &reflector.stage_id, &error);
+    out.event(true, "MemoryNotLearned", error);
+}
+
+/// Where the AgentExecution of a stage added to a finished session stands.
+enum AddedRun {
+    /// Not created (or not seen yet).
+    Missing,
+    /// Created, not ended.
+    Running,
+    /// Ended (its phase is terminal).
+    Ended,
+}
+
+fn added_run(inputs: &AlertInputs<'_>, stage_id: &str) -> AddedRun {
+    let ae = inputs
+        .executions
+        .values()
+        .find(|ae| ae.spec.stage.id.as_deref() == Some(stage_id));
+    match ae.and_then(|ae| ae.status.as_ref()).and_then(|s| s.phase) {
+        _ if ae.is_none() => AddedRun::Missing,
+        Some(phase) if phase.is_terminal() => AddedRun::Ended,
+        _ => AddedRun::Running,
+    }
+}
+
+/// The AgentExecution of a stage added to a finished session (a chat
+/// answer, a judge, a reflector): one agent, `timeout` from now.
+fn added_execution(
+    inputs: &AlertInputs<'_>,
+    chain: &str,
+    stage: StageRef,
+    agent: &ResolvedAgentConfig,
+    timeout: Duration,
+    kind: tarsy_crds::ExecutionKind,
+    chat: Option<ChatRequestSpec>,
+) -> AgentExecution {
+    let deadline = inputs
+        .now
+        .checked_add(SignedDuration::try_from(timeout).unwrap_or_default())
+        .ok()
+        .map(Time);
+    execution_for(
+        inputs.alert,
+        chain,
+        ExecutionRequest {
+            stage,
+            agent_name: agent.agent_name.clone(),
+            display_name: agent.display_name.clone(),
+            agent_index: 1,
+            kind,
+            resolved: ResolvedConfigSpec::from(agent),
+            chat,
+            deadline,
+        },
+    )
+}
+
+/// Fails the records of an added stage that cannot go on: its execution
+/// and the stage, with the reason.
+fn fail_added(out: &mut AlertOutcome, execution_id: &str, stage_id: &str, error: &str) {
     out.store.push(StoreOp::FailExecution {
-        execution_id: reflector.execution_id.clone(),
-        error: error.clone(),
+        execution_id: execution_id.to_string(),
+        error: error.to_string(),
     });
     out.store.push(StoreOp::FinishStage {
-        stage_id: reflector.stage_id.clone(),
+        stage_id: stage_id.to_string(),
         status: ExecutionStatus::Failed,
-        error: Some(error.clone()),
+        error: Some(error.to_string()),
     });
-    out.event(true, "MemoryNotLearned", error);
 }
 
 /// Longest question an AgentExecution carries (its schema bound); longer

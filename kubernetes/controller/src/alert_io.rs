@@ -271,6 +271,16 @@ pub async fn chat_request(
     }))
 }
 
+/// The session id of a finished Alert (`None` while it runs).
+fn finished_session(alert: &Alert) -> Option<String> {
+    let terminal = alert
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .is_some_and(|p| p.is_terminal());
+    alert.uid().filter(|_| terminal)
+}
+
 /// The session's scoring, for a finished Alert: its score, the attempt in
 /// progress (with its records), whether the Alert asks for that attempt's
 /// judge ([`SCORE_ANNOTATION`]) while its stage has not started, and why
@@ -279,12 +289,7 @@ pub async fn scoring_state(
     store: &tarsy_store::Store,
     alert: &Alert,
 ) -> Result<ScoringState, StoreError> {
-    let terminal = alert
-        .status
-        .as_ref()
-        .and_then(|s| s.phase)
-        .is_some_and(|p| p.is_terminal());
-    let Some(uid) = alert.uid().filter(|_| terminal) else {
+    let Some(uid) = finished_session(alert) else {
         return Ok(ScoringState::default());
     };
     let badge = match store.get_session(&uid).await {
@@ -333,12 +338,7 @@ pub async fn open_reflectors(
     store: &tarsy_store::Store,
     alert: &Alert,
 ) -> Result<Vec<OpenReflector>, StoreError> {
-    let terminal = alert
-        .status
-        .as_ref()
-        .and_then(|s| s.phase)
-        .is_some_and(|p| p.is_terminal());
-    let Some(uid) = alert.uid().filter(|_| terminal) else {
+    let Some(uid) = finished_session(alert) else {
         return Ok(Vec::new());
     };
     let stages = match store.list_stages(&uid).await {

@@ -21,12 +21,13 @@ use std::time::Duration;
 use common::{Controller, ControllerConfig, apply_yaml, poll};
 use serde_json::{Value, json};
 use tarsy_e2e::memory_scenario::{
-    ALERT, assert_corrected, assert_learned, assert_recalled, investigation_prompt, reflected,
-    review, script,
+    ALERT, CHAIN, assert_corrected, assert_learned, assert_recalled, investigation_prompt,
+    reflected, review, script,
 };
 use tarsy_scripted_llm::ScriptedLlmServer;
 use tarsy_store::Store;
 
+/// The provider and agent [`CHAIN`] uses.
 const MANIFESTS: &str = r#"
 apiVersion: tarsy.dev/v1alpha1
 kind: LLMProvider
@@ -37,20 +38,7 @@ apiVersion: tarsy.dev/v1alpha1
 kind: Agent
 metadata: {name: alpha}
 spec: {customInstructions: "You are Alpha. Find the cause."}
----
-apiVersion: tarsy.dev/v1alpha1
-kind: Chain
-metadata: {name: pool}
-spec:
-  alertTypes: [PoolExhausted]
-  llmProvider: test-llm
-  iterationStrategy: native-thinking
-  scoring: {enabled: true}
-  stages:
-  - name: look
-    agent: alpha
 "#;
-
 /// How long one session, or one reflector, may take through pods.
 const WITHIN: Duration = Duration::from_secs(180);
 
@@ -157,7 +145,7 @@ async fn scenario(embeddings: bool) {
         ),
     )
     .await;
-    apply_yaml(&client, &ns, MANIFESTS).await;
+    apply_yaml(&client, &ns, &format!("{MANIFESTS}---{CHAIN}")).await;
     let mut controller_env = vec![("TARSY_MEMORY_ENABLED".to_string(), "true".to_string())];
     if embeddings {
         controller_env.push(("TARSY_MEMORY_EMBEDDING_PROVIDER".into(), "test-llm".into()));
