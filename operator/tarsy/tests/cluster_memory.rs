@@ -18,7 +18,7 @@ use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Controller, ControllerConfig, apply_yaml, poll};
+use common::{ClusterScene, Controller, apply_yaml, poll};
 use serde_json::{Value, json};
 use tarsy_e2e::memory_scenario::{
     ALERT, CHAIN, assert_corrected, assert_learned, assert_recalled, investigation_prompt,
@@ -102,50 +102,27 @@ async fn cluster_mode_learns_recalls_and_forgets_with_embeddings() {
 }
 
 async fn scenario(embeddings: bool) {
-    let dir = common::scratch_dir(if embeddings {
+    let scene = ClusterScene::start(if embeddings {
         "cluster-memory-embeddings"
     } else {
         "cluster-memory"
-    });
+    })
+    .await;
+    let (client, ns, store) = (&scene.client, &scene.ns, &scene.store);
     let real_cluster = std::env::var("KUBECONFIG").is_ok_and(|v| !v.is_empty());
-    let emulator = (!real_cluster).then(|| common::start_emulator(&dir, true));
-    let kubeconfig = match &emulator {
-        Some(emu) => emu.kubeconfig().to_path_buf(),
-        None => std::env::var("KUBECONFIG").unwrap().into(),
-    };
-    let env = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-    // Each scenario runs its own operator: one namespace each.
-    let ns = match env("TARSY_E2E_NAMESPACE") {
-        Some(ns) if embeddings => format!("{ns}-embeddings"),
-        Some(ns) => ns,
-        None if embeddings => "memory-embeddings".into(),
-        None => "memory".into(),
-    };
-    let image = env("TARSY_E2E_IMAGE").unwrap_or_else(|| "tarsy:e2e".into());
-    let host = env("TARSY_E2E_HOST").unwrap_or_else(|| "127.0.0.1".into());
+    let host = std::env::var("TARSY_E2E_HOST")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "127.0.0.1".into());
     let bind: std::net::IpAddr = if real_cluster && host != "127.0.0.1" {
         [0, 0, 0, 0].into()
     } else {
         [127, 0, 0, 1].into()
     };
-    let db = common::test_database("tarsy_cluster_memory").await;
-    let pods_db_url = env("TARSY_E2E_DATABASE_URL").unwrap_or_else(|| db.url().to_string());
-    let client = common::client(&kubeconfig).await;
-    let store = Store::connect(db.url()).await.unwrap();
     let llm = ScriptedLlmServer::start_on((bind, 0).into(), script())
         .await
         .unwrap();
-    apply_yaml(
-        &client,
-        &ns,
-        &format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
-             apiVersion: v1\nkind: Secret\nmetadata: {{name: tarsy-database}}\n\
-             stringData: {{url: \"{pods_db_url}\"}}\n"
-        ),
-    )
-    .await;
-    apply_yaml(&client, &ns, &format!("{MANIFESTS}---{CHAIN}")).await;
+    apply_yaml(client, ns, &format!("{MANIFESTS}---{CHAIN}")).await;
     let mut controller_env = vec![("TARSY_MEMORY_ENABLED".to_string(), "true".to_string())];
     if embeddings {
         controller_env.push(("TARSY_MEMORY_EMBEDDING_PROVIDER".into(), "test-llm".into()));
@@ -154,33 +131,24 @@ async fn scenario(embeddings: bool) {
             "test-embedding".into(),
         ));
     }
-    let controller = Controller::start(&ControllerConfig {
-        kubeconfig: kubeconfig.clone(),
-        database_url: db.url().to_string(),
-        image,
-        namespace: ns.clone(),
-        env: controller_env,
-        llm_service_addr: Some(format!("http://{host}:{}", llm.addr().port())),
-        log: dir.join("controller.log"),
-    });
+    let controller = scene.controller(
+        controller_env,
+        format!("http://{host}:{}", llm.addr().port()),
+    );
 
     // The API as `tarsy api` serves it in the namespace (its memory scope),
     // with the same switches as the operator (the chart gives both).
     let hub = tarsy_events::EventHub::start(store.clone());
     let mut defaults = tarsy_config::Defaults::default();
     defaults.memory.enabled = true;
-    let control = tarsy_cluster_control::KubeSessionControl::new(
-        client.clone(),
-        store.clone(),
-        ns.clone(),
-        defaults,
-    )
-    .with_publisher(hub.publisher());
+    let control =
+        tarsy_cluster_control::KubeSessionControl::new(client.clone(), store.clone(), ns, defaults)
+            .with_publisher(hub.publisher());
     let router = tarsy_api::Api::new(
         hub,
         Arc::new(control),
         tarsy_api::ApiConfig {
-            memory_scope: Some(ns.clone()),
+            memory_scope: Some(ns.to_string()),
             ..tarsy_api::ApiConfig::default()
         },
     )
@@ -197,9 +165,9 @@ async fn scenario(embeddings: bool) {
 
     // 1. Scored, then learned from by a reflector pod, in the namespace's
     //    scope; the planted secret stored masked.
-    let first = api.investigate(&store, &controller).await;
-    reflected(&store, &first, WITHIN).await;
-    let lesson = assert_learned(&store, &first, &ns).await;
+    let first = api.investigate(store, &controller).await;
+    reflected(store, &first, WITHIN).await;
+    let lesson = assert_learned(store, &first, ns).await;
     // With an embedding provider, the pods embedded every text they
     // recalled by and every memory they stored, with its model.
     let embedded = llm.script().embed_requests();
@@ -211,9 +179,9 @@ async fn scenario(embeddings: bool) {
     }));
 
     // 2. The next investigation's pod recalls it.
-    let second = api.investigate(&store, &controller).await;
-    assert_recalled(&store, &second, &first, &lesson).await;
-    reflected(&store, &second, WITHIN).await;
+    let second = api.investigate(store, &controller).await;
+    assert_recalled(store, &second, &first, &lesson).await;
+    reflected(store, &second, WITHIN).await;
     assert!(store.learned_memories(&second).await.unwrap().is_empty());
 
     // 3. Rated inaccurate, with feedback: what the first taught is
@@ -223,17 +191,17 @@ async fn scenario(embeddings: bool) {
         .post(&format!("/api/v1/sessions/{first}/review"), review())
         .await;
     assert_eq!(status, 200, "{body}");
-    assert_corrected(&store, llm.script(), &first, WITHIN).await;
+    assert_corrected(store, llm.script(), &first, WITHIN).await;
 
     // 4. The third investigation gets nothing.
-    let third = api.investigate(&store, &controller).await;
+    let third = api.investigate(store, &controller).await;
     assert!(
-        !investigation_prompt(&store, &third)
+        !investigation_prompt(store, &third)
             .await
             .contains("Lessons from past investigations")
     );
     assert!(store.injected_memories(&third).await.unwrap().is_empty());
-    reflected(&store, &third, WITHIN).await;
+    reflected(store, &third, WITHIN).await;
     assert_eq!(
         llm.script().remaining(),
         0,
@@ -241,8 +209,5 @@ async fn scenario(embeddings: bool) {
     );
 
     server.abort();
-    drop(controller);
-    drop(emulator);
-    store.close().await;
-    let _ = db.drop_database().await;
+    scene.finish(controller).await;
 }

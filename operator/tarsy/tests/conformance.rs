@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{Controller, ControllerConfig, apply_yaml, poll};
+use common::{ClusterScene, apply_yaml, poll};
 use kube::api::Api;
 use serde_json::{Value, json};
 use tarsy_core::ScoreStatus;
@@ -586,47 +586,20 @@ async fn local_run(world: &World) -> Shape {
 /// Cluster mode: the real operator and runner pods, the cluster API's
 /// session control for alerts and chat.
 async fn cluster_run(world: &World) -> Shape {
-    let dir = common::scratch_dir("conformance");
-    let real_cluster = std::env::var("KUBECONFIG").is_ok_and(|v| !v.is_empty());
-    let emulator = (!real_cluster).then(|| common::start_emulator(&dir, true));
-    let kubeconfig = match &emulator {
-        Some(emu) => emu.kubeconfig().to_path_buf(),
-        None => std::env::var("KUBECONFIG").unwrap().into(),
-    };
-    let env = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-    let ns = env("TARSY_E2E_NAMESPACE").unwrap_or_else(|| "conformance".into());
-    let image = env("TARSY_E2E_IMAGE").unwrap_or_else(|| "tarsy:e2e".into());
-    let db = common::test_database("tarsy_conformance_cluster").await;
-    let pods_db_url = env("TARSY_E2E_DATABASE_URL").unwrap_or_else(|| db.url().to_string());
-    let client = common::client(&kubeconfig).await;
-    let store = Store::connect(db.url()).await.unwrap();
+    let scene = ClusterScene::start("conformance").await;
+    let (client, ns, store) = (scene.client.clone(), scene.ns.clone(), scene.store.clone());
     let llm = world.llm().await;
     let slack = FakeSlack::start().await;
-    apply_yaml(
-        &client,
-        &ns,
-        &format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
-             apiVersion: v1\nkind: Secret\nmetadata: {{name: tarsy-database}}\n\
-             stringData: {{url: \"{pods_db_url}\"}}\n"
-        ),
-    )
-    .await;
     apply_yaml(&client, &ns, &world.manifests()).await;
-    let controller = Controller::start(&ControllerConfig {
-        kubeconfig: kubeconfig.clone(),
-        database_url: db.url().to_string(),
-        image,
-        namespace: ns.clone(),
-        env: vec![
+    let controller = scene.controller(
+        vec![
             ("TARSY_RUNBOOK_DOMAINS".into(), world.host.clone()),
             ("TARSY_SLACK_BOT_TOKEN".into(), SLACK_TOKEN.into()),
             ("TARSY_SLACK_CHANNEL".into(), "#conformance".into()),
             ("TARSY_SLACK_API_URL".into(), slack.api_url()),
         ],
-        llm_service_addr: Some(world.llm_addr(&llm)),
-        log: dir.join("controller.log"),
-    });
+        world.llm_addr(&llm),
+    );
 
     let control = tarsy_cluster_control::KubeSessionControl::new(
         client.clone(),
@@ -696,10 +669,7 @@ async fn cluster_run(world: &World) -> Shape {
         0,
         "cluster mode used every scripted answer"
     );
-    drop(controller);
-    drop(emulator);
-    store.close().await;
-    let _ = db.drop_database().await;
+    scene.finish(controller).await;
     shape
 }
 
@@ -1130,48 +1100,19 @@ async fn local_and_cluster_mode_fail_the_same_way() {
     let _ = db.drop_database().await;
 
     // Cluster mode.
-    let dir = common::scratch_dir("conformance-failures");
-    let real_cluster = std::env::var("KUBECONFIG").is_ok_and(|v| !v.is_empty());
-    let emulator = (!real_cluster).then(|| common::start_emulator(&dir, true));
-    let kubeconfig = match &emulator {
-        Some(emu) => emu.kubeconfig().to_path_buf(),
-        None => std::env::var("KUBECONFIG").unwrap().into(),
-    };
-    let env = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-    let ns = env("TARSY_E2E_NAMESPACE").unwrap_or_else(|| "conformance-failures".into());
-    let image = env("TARSY_E2E_IMAGE").unwrap_or_else(|| "tarsy:e2e".into());
-    let db = common::test_database("tarsy_conformance_failures_cluster").await;
-    let pods_db_url = env("TARSY_E2E_DATABASE_URL").unwrap_or_else(|| db.url().to_string());
-    let client = common::client(&kubeconfig).await;
-    let store = Store::connect(db.url()).await.unwrap();
+    let scene = ClusterScene::start("conformance-failures").await;
+    let (client, ns, store) = (scene.client.clone(), scene.ns.clone(), scene.store.clone());
     let llm = ScriptedLlmServer::start_on((world.bind, 0).into(), failure_script())
         .await
         .unwrap();
     apply_yaml(
         &client,
         &ns,
-        &format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
-             apiVersion: v1\nkind: Secret\nmetadata: {{name: tarsy-database}}\n\
-             stringData: {{url: \"{pods_db_url}\"}}\n"
-        ),
-    )
-    .await;
-    apply_yaml(
-        &client,
-        &ns,
         &FAILURE_MANIFESTS.replace("{MCP_URL}", &world.mcp_url()),
     )
     .await;
-    let controller = Controller::start(&ControllerConfig {
-        kubeconfig: kubeconfig.clone(),
-        database_url: db.url().to_string(),
-        image,
-        namespace: ns.clone(),
-        env: Vec::new(),
-        llm_service_addr: Some(world.llm_addr(&llm)),
-        log: dir.join("controller.log"),
-    });
+    let controller = scene.controller(Vec::new(), world.llm_addr(&llm));
+
     let control = tarsy_cluster_control::KubeSessionControl::new(
         client.clone(),
         store.clone(),
@@ -1202,10 +1143,7 @@ async fn local_and_cluster_mode_fail_the_same_way() {
         0,
         "cluster mode used every answer"
     );
-    drop(controller);
-    drop(emulator);
-    store.close().await;
-    let _ = db.drop_database().await;
+    scene.finish(controller).await;
 
     // What each case is.
     let unresolved = &local[0]["stages"][0]["executions"][1];

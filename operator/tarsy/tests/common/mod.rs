@@ -318,3 +318,83 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let stime: f64 = fields.get(12)?.parse().ok()?;
     Some((utime + stime) / 100.0)
 }
+
+/// One cluster-mode scenario's world: the emulator with its kubelet (or
+/// the real cluster `KUBECONFIG` names), a database, and the namespace
+/// with the database Secret investigation pods read. On a real cluster:
+/// `TARSY_E2E_NAMESPACE`, `TARSY_E2E_IMAGE` and `TARSY_E2E_DATABASE_URL`
+/// (see `cluster_e2e.rs`).
+pub struct ClusterScene {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub client: Client,
+    pub ns: String,
+    pub image: String,
+    pub db: TestDatabase,
+    pub store: tarsy_store::Store,
+    emulator: Option<Emulator>,
+}
+
+impl ClusterScene {
+    /// A scene named `name` (its scratch directory, database prefix and,
+    /// on the emulator, its namespace).
+    pub async fn start(name: &str) -> ClusterScene {
+        let dir = scratch_dir(name);
+        let real_cluster = std::env::var("KUBECONFIG").is_ok_and(|v| !v.is_empty());
+        let emulator = (!real_cluster).then(|| start_emulator(&dir, true));
+        let kubeconfig = match &emulator {
+            Some(emu) => emu.kubeconfig().to_path_buf(),
+            None => std::env::var("KUBECONFIG").unwrap().into(),
+        };
+        let env = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+        let ns = env("TARSY_E2E_NAMESPACE").unwrap_or_else(|| name.to_string());
+        let image = env("TARSY_E2E_IMAGE").unwrap_or_else(|| "tarsy:e2e".into());
+        let db = test_database(&format!("tarsy_{}", name.replace('-', "_"))).await;
+        let pods_db_url = env("TARSY_E2E_DATABASE_URL").unwrap_or_else(|| db.url().to_string());
+        let client = client(&kubeconfig).await;
+        let store = tarsy_store::Store::connect(db.url()).await.unwrap();
+        apply_yaml(
+            &client,
+            &ns,
+            &format!(
+                "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
+                 apiVersion: v1\nkind: Secret\nmetadata: {{name: tarsy-database}}\n\
+                 stringData: {{url: \"{pods_db_url}\"}}\n"
+            ),
+        )
+        .await;
+        ClusterScene {
+            dir,
+            kubeconfig,
+            client,
+            ns,
+            image,
+            db,
+            store,
+            emulator,
+        }
+    }
+
+    /// The operator on this scene, with `env` and the LLM service at
+    /// `llm_service_addr`.
+    pub fn controller(&self, env: Vec<(String, String)>, llm_service_addr: String) -> Controller {
+        Controller::start(&ControllerConfig {
+            kubeconfig: self.kubeconfig.clone(),
+            database_url: self.db.url().to_string(),
+            image: self.image.clone(),
+            namespace: self.ns.clone(),
+            env,
+            llm_service_addr: Some(llm_service_addr),
+            log: self.dir.join("controller.log"),
+        })
+    }
+
+    /// Stops the operator first (one still watching would hold the
+    /// emulator's shutdown up), then the emulator; drops the database.
+    pub async fn finish(self, controller: Controller) {
+        drop(controller);
+        drop(self.emulator);
+        self.store.close().await;
+        let _ = self.db.drop_database().await;
+    }
+}
