@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { memoryQueryString } from '../src/api/client';
 import type { Memory } from '../src/api/types';
 import { formatAge, formatConfidence } from '../src/components/format';
-import { memoryApiQuery, memoryForm, memoryPatch, readMemoryParams, reflectorSettling } from '../src/state/memoryList';
+import { memoryApiQuery, memoryForm, memoryPatch, readMemoryParams } from '../src/state/memoryList';
 
 const memory: Memory = {
   id: 'm1',
@@ -79,16 +79,5 @@ describe('ages', () => {
     expect(formatAge('2024-01-01T12:00:00Z', now)).toBe('2 years ago');
     expect(formatAge(null, now)).toBe('—');
     expect(formatConfidence(0.8)).toBe('0.80');
-  });
-});
-
-describe('a session whose reflector', () => {
-  const now = Date.parse('2026-03-01T12:00:00Z');
-  const investigation = { kind: 'investigation' as const, status: 'completed' as const, completed_at: '2026-03-01T11:59:59Z' };
-  it('runs or has just ended may still learn memories', () => {
-    expect(reflectorSettling([investigation], now)).toBe(false);
-    expect(reflectorSettling([investigation, { kind: 'memory', status: 'active', completed_at: null }], now)).toBe(true);
-    expect(reflectorSettling([{ kind: 'memory', status: 'completed', completed_at: '2026-03-01T11:59:55Z' }], now)).toBe(true);
-    expect(reflectorSettling([{ kind: 'memory', status: 'failed', completed_at: '2026-03-01T11:58:00Z' }], now)).toBe(false);
   });
 });

@@ -3,8 +3,7 @@ import { useCallback, useEffect, useRef } from 'react';
 import { Link } from 'react-router';
 import { api } from '../api/client';
 import { useChannel } from '../api/live';
-import type { Memory, Stage } from '../api/types';
-import { reflectorSettling } from '../state/memoryList';
+import type { Memory } from '../api/types';
 import type { LiveEvent } from '../state/timeline';
 import { formatConfidence } from './format';
 import { CategoryBadge, DeprecatedBadge, ValenceBadge } from './MemoryBadges';
@@ -13,20 +12,14 @@ import { CategoryBadge, DeprecatedBadge, ValenceBadge } from './MemoryBadges';
  * The memories a session was given (in its prompt, in their order there)
  * and those it taught, each linking to the memory page. Nothing at all when
  * it has neither, like the page's other optional panels. Refreshed when a
- * stage changes, and every second while the reflector (a stage of its own,
- * after the score) runs and just after: what it learned is stored a moment
- * after its stage ends.
+ * stage changes: what a reflector (a stage of its own, after the score)
+ * learned is stored before its stage's end is announced.
  */
-export function SessionMemories({ sessionId, stages }: { sessionId: string; stages: readonly Stage[] }) {
+export function SessionMemories({ sessionId }: { sessionId: string }) {
   const queryClient = useQueryClient();
-  const latest = useRef(stages);
-  useEffect(() => {
-    latest.current = stages;
-  }, [stages]);
   const memories = useQuery({
     queryKey: ['session-memories', sessionId],
     queryFn: () => api.sessionMemories(sessionId),
-    refetchInterval: () => (reflectorSettling(latest.current, Date.now()) ? 1000 : false),
   });
   const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
   useEffect(() => () => {

@@ -1,10 +1,10 @@
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useEffect, useMemo, useState, type ReactNode } from 'react';
-import { Link, useSearchParams } from 'react-router';
+import { Link } from 'react-router';
 import { api, ApiError } from '../api/client';
 import { MEMORY_CATEGORIES, MEMORY_VALENCES, type Memory, type MemoryPatch } from '../api/types';
 import { formatAge, formatConfidence, formatTime } from '../components/format';
-import { useNow } from '../components/hooks';
+import { useListParams, useNow } from '../components/hooks';
 import { CategoryBadge, DeprecatedBadge, ValenceBadge } from '../components/MemoryBadges';
 import { ConfirmDialog, MemoryEditDialog } from '../components/MemoryDialog';
 import { MEMORY_PAGE_SIZE, memoryApiQuery, readMemoryParams } from '../state/memoryList';
@@ -35,25 +35,8 @@ function useInvalidateMemories() {
  * session page links here) and highlights it in the list.
  */
 export function MemoryPage() {
-  const [params, setParams] = useSearchParams();
+  const [params, update] = useListParams();
   const state = useMemo(() => readMemoryParams(params), [params]);
-  const update = useCallback(
-    (changes: Record<string, string | null>) =>
-      setParams(
-        (current) => {
-          const next = new URLSearchParams(current);
-          for (const [key, value] of Object.entries(changes)) {
-            if (value === null || value === '') next.delete(key);
-            else next.set(key, value);
-          }
-          // Any filter change starts from the first page.
-          if (!('page' in changes)) next.delete('page');
-          return next;
-        },
-        { replace: true },
-      ),
-    [setParams],
-  );
   // Closing the linked memory keeps the list where it is.
   const closeLinked = useCallback(
     () => update({ id: null, page: state.page > 1 ? String(state.page) : null }),

@@ -201,7 +201,7 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
         </section>
       )}
 
-      <SessionMemories sessionId={id} stages={detail.stages} />
+      <SessionMemories sessionId={id} />
 
       {(detail.executive_summary || detail.executive_summary_error) && (
         <section className="card" aria-labelledby="summary-title">

@@ -1,13 +1,13 @@
 import { keepPreviousData, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
-import { Link, useSearchParams } from 'react-router';
+import { Link } from 'react-router';
 import { api, type SessionQuery } from '../api/client';
 import { useChannel } from '../api/live';
 import { SESSION_STATUSES, type SessionPage } from '../api/types';
 import { formatDuration, formatTime, sessionDuration, statusLabel } from '../components/format';
 import { ScoreBadge } from '../components/ScoreBadge';
 import { StatusBadge } from '../components/StatusBadge';
-import { useConfiguration, useNow } from '../components/hooks';
+import { useConfiguration, useListParams, useNow } from '../components/hooks';
 import { applySessionScore, applySessionStatus } from '../state/sessionList';
 import type { LiveEvent } from '../state/timeline';
 
@@ -23,7 +23,7 @@ const SORT_KEYS: [string, string][] = [
 
 /** Reads the list's state from the URL (shareable, survives reloads). */
 function useListQuery(): [SessionQuery & { attention: boolean }, (changes: Record<string, string | null>) => void] {
-  const [params, setParams] = useSearchParams();
+  const [params, update] = useListParams();
   const query = useMemo(
     () => ({
       status: params.get('status') ? [params.get('status') as string] : undefined,
@@ -39,24 +39,6 @@ function useListQuery(): [SessionQuery & { attention: boolean }, (changes: Recor
       attention: params.get('view') === 'attention',
     }),
     [params],
-  );
-  const update = useCallback(
-    (changes: Record<string, string | null>) => {
-      setParams(
-        (current) => {
-          const next = new URLSearchParams(current);
-          for (const [key, value] of Object.entries(changes)) {
-            if (value === null || value === '') next.delete(key);
-            else next.set(key, value);
-          }
-          // Any filter change starts from the first page.
-          if (!('page' in changes)) next.delete('page');
-          return next;
-        },
-        { replace: true },
-      );
-    },
-    [setParams],
   );
   return [query, update];
 }

@@ -9,7 +9,6 @@ import {
   type MemoryCategory,
   type MemoryPatch,
   type MemoryValence,
-  type Stage,
 } from '../api/types';
 
 /** Memories per page. */
@@ -95,25 +94,4 @@ export function memoryPatch(memory: Memory, form: MemoryForm): MemoryPatch | nul
     if (confidence !== memory.confidence) patch.confidence = confidence;
   }
   return Object.keys(patch).length > 0 ? patch : null;
-}
-
-/** How long after the reflector's stage ends its memories may still be arriving. */
-export const REFLECTOR_SETTLE_MS = 15_000;
-
-/**
- * Whether a session's memories may still change on their own: its reflector
- * (a stage of kind `memory`) is running, or ended moments ago (its memories
- * are stored just after its stage's end is announced, so the announcement
- * alone does not say they are there).
- */
-export function reflectorSettling(
-  stages: readonly Pick<Stage, 'kind' | 'status' | 'completed_at'>[],
-  now: number,
-): boolean {
-  return stages.some((s) => {
-    if (s.kind !== 'memory') return false;
-    if (s.status === 'pending' || s.status === 'active') return true;
-    const ended = s.completed_at ? Date.parse(s.completed_at) : Number.NaN;
-    return Number.isFinite(ended) && now - ended < REFLECTOR_SETTLE_MS;
-  });
 }

@@ -328,18 +328,22 @@ impl Launcher {
             return (None, tools);
         };
         let session_id = &a.scope.session_id;
-        let (session, scope) = match tokio::try_join!(
-            self.store.get_session(session_id),
-            self.store.session_memory_scope(session_id)
-        ) {
-            Ok((session, Some(scope))) => (session, scope),
-            Ok((_, None)) => return (None, tools),
+        let scope = match self.store.session_memory_scope(session_id).await {
+            Ok(Some(scope)) => scope,
+            Ok(None) => return (None, tools),
             Err(e) => {
                 tracing::warn!(%session_id, error = %e, "no memory for this execution: the session is unreadable");
                 return (None, tools);
             }
         };
-        let memories = memory.inject(&self.store, &session, &scope).await;
+        let memories = memory
+            .inject(
+                &self.store,
+                session_id,
+                (&a.alert_type, &a.alert_data),
+                &scope,
+            )
+            .await;
         let tools = memory.tools(tools, self.store.clone(), scope, a.scope.clone(), recorder);
         (memories, tools)
     }

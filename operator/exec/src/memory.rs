@@ -93,27 +93,34 @@ impl MemoryService {
         }
     }
 
-    /// The best memories of `scope` for `session`'s alert, recorded as
-    /// injected into the session and rendered as a prompt section; `None`
-    /// when there are none (the usual case: precision over recall).
-    pub async fn inject(&self, store: &Store, session: &Session, scope: &str) -> Option<String> {
+    /// The best memories of `scope` for the alert of session
+    /// `session_id`, recorded as injected into the session and rendered as
+    /// a prompt section; `None` when there are none (the usual case:
+    /// precision over recall).
+    pub async fn inject(
+        &self,
+        store: &Store,
+        session_id: &str,
+        (alert_type, alert_data): (&str, &str),
+        scope: &str,
+    ) -> Option<String> {
         if self.settings.max_injected == 0 {
             return None;
         }
-        let text = alert_text(session);
+        let text = alert_text(alert_type, alert_data);
         let query = RecallQuery {
             vector: self.vector_of(&text).await,
             limit: self.settings.max_injected as usize,
             min_similarity: self.settings.similarity_floor,
             min_lexical: self.settings.text_floor,
             reviewed_only: self.settings.require_review,
-            alert_type: Some(session.alert_type.clone()),
+            alert_type: Some(alert_type.to_string()),
             ..RecallQuery::new(scope, text)
         };
         let recalled = match store.recall_memories(&query).await {
             Ok(r) => r,
             Err(e) => {
-                tracing::warn!(session_id = %session.id, error = %e, "memories not recalled: the investigation goes on without them");
+                tracing::warn!(%session_id, error = %e, "memories not recalled: the investigation goes on without them");
                 return None;
             }
         };
@@ -121,8 +128,8 @@ impl MemoryService {
             return None;
         }
         let ids: Vec<&str> = recalled.iter().map(|r| r.memory.id.as_str()).collect();
-        if let Err(e) = store.record_injections(&session.id, &ids).await {
-            tracing::warn!(session_id = %session.id, error = %e, "cannot record the injected memories");
+        if let Err(e) = store.record_injections(session_id, &ids).await {
+            tracing::warn!(%session_id, error = %e, "cannot record the injected memories");
         }
         tarsy_telemetry::global().memories_injected(recalled.len());
         let shown: Vec<ShownMemory> = recalled.iter().map(|r| shown(&r.memory)).collect();
@@ -179,8 +186,8 @@ pub fn embedder_for(config: &Config, llm_addr: &str) -> Option<Arc<dyn Embedder>
 }
 
 /// The alert as recall reads it.
-fn alert_text(session: &Session) -> String {
-    format!("{}\n{}", session.alert_type, session.alert_data)
+fn alert_text(alert_type: &str, alert_data: &str) -> String {
+    format!("{alert_type}\n{alert_data}")
 }
 
 /// A stored memory as an agent sees it.
@@ -511,7 +518,7 @@ impl Reflector {
         let session = store.get_session(&self.session_id).await?;
         let text = format!(
             "{}\n{}",
-            alert_text(&session),
+            alert_text(&session.alert_type, &session.alert_data),
             session.final_analysis.as_deref().unwrap_or_default()
         );
         let query = RecallQuery {

@@ -27,8 +27,11 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{TimeDelta, Utc};
 use tarsy_store::{BackendKind, ConnectOptions, RecallQuery, SessionSearch, Store};
+
+mod bench_support;
+use bench_support::{BoxError, Rng, text, ts};
 
 const BATCH: usize = 1_000;
 const SCOPE: &str = "prod/payments";
@@ -183,34 +186,6 @@ const ALERT_TYPES: [&str; 10] = [
 const CATEGORIES: [&str; 3] = ["fact", "experience", "procedure"];
 const VALENCES: [&str; 3] = ["helped", "misled", "neutral"];
 
-/// A small deterministic generator (xorshift64*): the same rows every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len() as u64) as usize]
-    }
-
-    fn unit(&mut self) -> f32 {
-        (self.below(2_000_001) as f32 / 1_000_000.0) - 1.0
-    }
-}
-
 /// One lesson.
 fn sentence(rng: &mut Rng) -> String {
     let svc = rng.pick(&SERVICES);
@@ -274,17 +249,6 @@ fn alert(rng: &mut Rng) -> (String, String) {
         rng.pick(&WHEN),
     );
     (alert_type, text)
-}
-
-fn ts(t: DateTime<Utc>) -> String {
-    format!("'{}'", t.to_rfc3339_opts(SecondsFormat::Micros, false))
-}
-
-fn text(v: Option<&str>) -> String {
-    v.map_or_else(
-        || "NULL".to_string(),
-        |s| format!("'{}'", s.replace('\'', "''")),
-    )
 }
 
 fn vector(rng: &mut Rng) -> Vec<f32> {
@@ -409,11 +373,9 @@ fn inserts(kind: BackendKind, memories: usize, sessions: usize) -> Vec<String> {
     out
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
 fn print(backend: &str, name: &str, samples: &mut [Duration], found: f64) {
     samples.sort();
-    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    let pick = |q: f64| bench_support::quantile(samples, q);
     let (p50, p95, p99) = (pick(0.5), pick(0.95), pick(0.99));
     let over = if p99 > Duration::from_millis(10) {
         "  OVER 10 ms"

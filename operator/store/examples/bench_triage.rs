@@ -27,9 +27,12 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, SecondsFormat, TimeDelta, TimeZone, Utc};
+use chrono::{TimeDelta, TimeZone, Utc};
 use tarsy_core::{ReviewRating, ReviewStatus, SessionStatus};
 use tarsy_store::{ConnectOptions, SessionFilter, Store};
+
+mod bench_support;
+use bench_support::{BoxError, Rng, text, ts};
 
 const BATCH: usize = 1_000;
 const CHAINS: [&str; 5] = [
@@ -60,44 +63,6 @@ const TAGS: [&str; 6] = [
     "wrong-conclusion",
 ];
 const REVIEWERS: [&str; 4] = ["alice", "bob", "carol", "dave"];
-
-/// A small deterministic generator (xorshift64*): the same rows every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// 0..n
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// True with probability `percent`/100.
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
-
-fn ts(t: DateTime<Utc>) -> String {
-    format!("'{}'", t.to_rfc3339_opts(SecondsFormat::Micros, false))
-}
-
-/// A SQL string literal, or NULL.
-fn text(v: Option<&str>) -> String {
-    v.map_or_else(
-        || "NULL".to_string(),
-        |s| format!("'{}'", s.replace('\'', "''")),
-    )
-}
 
 const COLUMNS: &str = "id, alert_data, alert_type, chain_id, status, author, pod_id, \
      final_analysis, executive_summary, created_at, started_at, completed_at, \
@@ -235,7 +200,7 @@ fn inserts(n: usize, finished_percent: u64) -> Vec<String> {
 
 fn print(backend: &str, name: &str, samples: &mut [Duration], total: i64) {
     samples.sort();
-    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    let pick = |q: f64| bench_support::quantile(samples, q);
     let (p50, p95) = (pick(0.5), pick(0.95));
     let over = if p95 > Duration::from_millis(100) {
         "  OVER 100 ms"
@@ -268,8 +233,6 @@ where
     }
     Ok((samples, total))
 }
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn review(status: ReviewStatus) -> SessionFilter {
     SessionFilter {
