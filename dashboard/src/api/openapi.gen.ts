@@ -798,7 +798,7 @@ export interface components {
          *     has one HTTP status.
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "payload_too_large" | "internal" | "unavailable" | "insufficient_storage";
+        ErrorCode: "bad_request" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "payload_too_large" | "unsupported_media_type" | "internal" | "unavailable" | "insufficient_storage";
         /** @description An agent execution of a stage. */
         ExecutionDetail: components["schemas"]["AgentExecution"] & {
             cluster?: components["schemas"]["ExecutionObject"] | null;
@@ -1921,8 +1921,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A browser's request from an origin that is neither this server's nor an allowed one (`--allowed-origin`): cross-site requests are refused. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description `data` over 1 MiB, or the body over its limit. */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A request body that is not JSON (`content-type: application/json`). */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2158,6 +2176,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A browser's request from an origin that is neither this server's nor an allowed one (`--allowed-origin`): cross-site requests are refused. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No such session. */
             404: {
                 headers: {
@@ -2169,6 +2196,15 @@ export interface operations {
             };
             /** @description A finished session with no chat answer running: nothing to cancel. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A request body that is not JSON (`content-type: application/json`). */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2239,6 +2275,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A browser's request from an origin that is neither this server's nor an allowed one (`--allowed-origin`): cross-site requests are refused. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No such session. */
             404: {
                 headers: {
@@ -2259,6 +2304,15 @@ export interface operations {
             };
             /** @description The message or the body over its limit. */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A request body that is not JSON (`content-type: application/json`). */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2325,6 +2379,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A browser's request from an origin that is neither this server's nor an allowed one (`--allowed-origin`): cross-site requests are refused. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No such session. */
             404: {
                 headers: {
@@ -2336,6 +2399,15 @@ export interface operations {
             };
             /** @description A judge is scoring the session already. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A request body that is not JSON (`content-type: application/json`). */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2542,6 +2614,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A browser's request from an origin that is neither this server's nor an allowed one (`--allowed-origin`): cross-site requests are refused. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No such session. */
             404: {
                 headers: {
@@ -2562,6 +2643,15 @@ export interface operations {
             };
             /** @description The body over its limit. */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A request body that is not JSON (`content-type: application/json`). */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2629,8 +2719,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A browser's request from an origin that is neither this server's nor an allowed one (`--allowed-origin`): cross-site requests are refused. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The body over its limit. */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A request body that is not JSON (`content-type: application/json`). */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2991,7 +3099,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A scope outside the API's own. */
+            /** @description A scope outside the API's own. A browser's request from an origin that is neither this server's nor an allowed one (`--allowed-origin`): cross-site requests are refused. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3002,6 +3110,15 @@ export interface operations {
             };
             /** @description No such memory in the scope. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A request body that is not JSON (`content-type: application/json`). */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3079,7 +3196,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A scope outside the API's own. */
+            /** @description A scope outside the API's own. A browser's request from an origin that is neither this server's nor an allowed one (`--allowed-origin`): cross-site requests are refused. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3099,6 +3216,15 @@ export interface operations {
             };
             /** @description The body over 65,536 bytes. */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A request body that is not JSON (`content-type: application/json`). */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3172,7 +3298,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A scope outside the API's own. */
+            /** @description A scope outside the API's own. A browser's request from an origin that is neither this server's nor an allowed one (`--allowed-origin`): cross-site requests are refused. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3183,6 +3309,15 @@ export interface operations {
             };
             /** @description No such memory in the scope. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A request body that is not JSON (`content-type: application/json`). */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -21,7 +21,8 @@ pub enum ErrorCode {
     /// 400: malformed JSON, a missing, unknown or mistyped field, an invalid
     /// value or query parameter.
     BadRequest,
-    /// 403: a WebSocket upgrade from an origin that is not allowed.
+    /// 403: a state-changing request or a WebSocket upgrade from an origin
+    /// that is not allowed, or a memory outside the API's scope.
     Forbidden,
     /// 404: unknown session, interaction or route.
     NotFound,
@@ -31,6 +32,8 @@ pub enum ErrorCode {
     Conflict,
     /// 413: a body or field over its size limit.
     PayloadTooLarge,
+    /// 415: a request body that is not JSON.
+    UnsupportedMediaType,
     /// 500: unexpected failure (details in the server log only).
     Internal,
     /// 503: the service cannot take the request now (the database is
@@ -52,6 +55,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict => StatusCode::CONFLICT,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
@@ -67,6 +71,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Conflict => "conflict",
             Self::PayloadTooLarge => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
             Self::Internal => "internal",
             Self::Unavailable => "unavailable",
             Self::InsufficientStorage => "insufficient_storage",
@@ -133,6 +138,16 @@ impl ApiError {
     /// 413 Payload Too Large.
     pub fn too_large(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::PayloadTooLarge, message)
+    }
+
+    /// 403 Forbidden.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, message)
+    }
+
+    /// 415 Unsupported Media Type.
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::UnsupportedMediaType, message)
     }
 
     /// 503 Service Unavailable.

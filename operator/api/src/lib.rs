@@ -4,7 +4,9 @@
 //! [`tarsy_store::Store`], delivers live events through
 //! [`tarsy_events::EventHub`], and hands everything that changes a session
 //! (alert submission, cancellation, chat) to a [`SessionControl`]: the local
-//! driver in local mode, `Alert` resources in cluster mode. Every endpoint is
+//! driver in local mode, `Alert` resources in cluster mode. Requests that
+//! change anything are refused from other origins and without a JSON body
+//! (`cross_site.rs`). Every endpoint is
 //! documented in `API.md` beside this crate, and the REST endpoints in the
 //! OpenAPI document generated from this crate's types ([`openapi()`], served
 //! at `GET /api/v1/openapi.json`).
@@ -21,6 +23,7 @@
 #![warn(missing_docs)]
 
 mod control;
+mod cross_site;
 pub mod dashboard;
 mod error;
 mod handlers;
@@ -36,7 +39,6 @@ use std::sync::atomic::AtomicUsize;
 
 use axum::Router;
 use axum::http::HeaderMap;
-use axum::http::header::{HOST, ORIGIN};
 use axum::routing::get;
 use tarsy_events::EventHub;
 use tarsy_store::Store;
@@ -70,10 +72,11 @@ pub struct ApiConfig {
     /// proxy that sets (and strips client-sent) headers; otherwise any
     /// client could claim any name.
     pub trust_forwarded_identity: bool,
-    /// Origins (`scheme://host[:port]`) allowed to open the WebSocket. A
-    /// request without `Origin` (not a browser) and a same-origin request are
-    /// always allowed; `"*"` allows every origin.
-    pub allowed_ws_origins: Vec<String>,
+    /// Origins (`scheme://host[:port]`) besides the server's own allowed to
+    /// send state-changing requests and to open the WebSocket; `"*"` allows
+    /// every origin. A request without
+    /// `Origin` (not a browser) is not held to it.
+    pub allowed_origins: Vec<String>,
     /// Largest chat message, in bytes (413 above it).
     pub max_chat_message_bytes: usize,
     /// Serve the web dashboard under `/ui` (and `/` redirecting to it).
@@ -95,7 +98,7 @@ impl std::fmt::Debug for ApiConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApiConfig")
             .field("trust_forwarded_identity", &self.trust_forwarded_identity)
-            .field("allowed_ws_origins", &self.allowed_ws_origins)
+            .field("allowed_origins", &self.allowed_origins)
             .field("max_chat_message_bytes", &self.max_chat_message_bytes)
             .field("dashboard", &self.dashboard.map(|d| d.is_built()))
             .field("configuration", &self.configuration.is_some())
@@ -109,7 +112,7 @@ impl Default for ApiConfig {
     fn default() -> Self {
         Self {
             trust_forwarded_identity: false,
-            allowed_ws_origins: Vec::new(),
+            allowed_origins: Vec::new(),
             max_chat_message_bytes: 100_000,
             dashboard: None,
             configuration: None,
@@ -191,6 +194,10 @@ impl Api {
             .route("/api/v1/ws", get(ws::upgrade))
             .fallback(handlers::not_found)
             .method_not_allowed_fallback(handlers::method_not_allowed)
+            .layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                cross_site::refuse_cross_site,
+            ))
             .layer(axum::middleware::from_fn(count_request))
             .with_state(state);
         match dashboard {
@@ -243,31 +250,6 @@ pub(crate) fn author(headers: &HeaderMap, trust_forwarded: bool) -> String {
     DEFAULT_AUTHOR.to_string()
 }
 
-/// Whether a WebSocket upgrade from this origin is allowed.
-pub(crate) fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
-    let Some(origin) = headers.get(ORIGIN) else {
-        // Not a browser: origin checks protect browsers' ambient credentials.
-        return true;
-    };
-    let Ok(origin) = origin.to_str() else {
-        return false;
-    };
-    let origin = origin.trim_end_matches('/');
-    if allowed
-        .iter()
-        .any(|a| a == "*" || a.trim_end_matches('/').eq_ignore_ascii_case(origin))
-    {
-        return true;
-    }
-    let authority = origin
-        .strip_prefix("https://")
-        .or_else(|| origin.strip_prefix("http://"));
-    match (authority, headers.get(HOST).and_then(|h| h.to_str().ok())) {
-        (Some(authority), Some(host)) => authority.eq_ignore_ascii_case(host),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,27 +274,5 @@ mod tests {
         let h = headers(&[("x-forwarded-user", "  "), ("x-forwarded-email", "a@x.io")]);
         assert_eq!(author(&h, true), "a@x.io");
         assert_eq!(author(&HeaderMap::new(), true), DEFAULT_AUTHOR);
-    }
-
-    #[test]
-    fn origins() {
-        let allowed = vec!["https://dash.example.com".to_string()];
-        assert!(origin_allowed(&HeaderMap::new(), &allowed));
-        assert!(origin_allowed(
-            &headers(&[("origin", "https://dash.example.com")]),
-            &allowed
-        ));
-        assert!(!origin_allowed(
-            &headers(&[("origin", "https://evil.example.com"), ("host", "api:8080")]),
-            &allowed
-        ));
-        assert!(origin_allowed(
-            &headers(&[("origin", "http://api:8080"), ("host", "api:8080")]),
-            &[]
-        ));
-        assert!(origin_allowed(
-            &headers(&[("origin", "https://any.where")]),
-            &["*".to_string()]
-        ));
     }
 }

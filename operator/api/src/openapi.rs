@@ -75,7 +75,56 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document of the REST API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    routes().into_openapi()
+    let mut doc = routes().into_openapi();
+    document_refusals(&mut doc);
+    doc
+}
+
+/// Why a state-changing request gets 403 (`cross_site.rs`).
+const CROSS_SITE: &str = "A browser's request from an origin that is neither this server's nor \
+                          an allowed one (`--allowed-origin`): cross-site requests are refused.";
+
+/// Every state-changing operation may be refused as cross-site (403) or
+/// for a body that is not JSON (415): one rule for all of them
+/// (`cross_site.rs`), documented on each here.
+fn document_refusals(doc: &mut utoipa::openapi::OpenApi) {
+    let error = |description: &str| {
+        utoipa::openapi::RefOr::T(
+            utoipa::openapi::ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    utoipa::openapi::Content::new(Some(utoipa::openapi::Ref::from_schema_name(
+                        "ErrorBody",
+                    ))),
+                )
+                .build(),
+        )
+    };
+    for item in doc.paths.paths.values_mut() {
+        let writes = [
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ];
+        for op in writes.into_iter().flatten() {
+            let responses = &mut op.responses.responses;
+            match responses.get_mut("403") {
+                // The operation's own 403 (a memory scope) gains the rule.
+                Some(utoipa::openapi::RefOr::T(own)) => {
+                    own.description = format!("{} {CROSS_SITE}", own.description);
+                }
+                _ => {
+                    responses.insert("403".into(), error(CROSS_SITE));
+                }
+            }
+            responses.insert(
+                "415".into(),
+                error("A request body that is not JSON (`content-type: application/json`)."),
+            );
+        }
+    }
 }
 
 /// [`openapi`] as the pretty-printed JSON committed beside the dashboard

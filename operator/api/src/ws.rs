@@ -11,8 +11,8 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::error::{ApiError, ErrorCode};
-use crate::{AppState, origin_allowed};
+use crate::AppState;
+use crate::error::ApiError;
 
 /// Client frames waiting to be handled; a client flooding faster than that
 /// is simply read more slowly (TCP backpressure).
@@ -30,12 +30,8 @@ pub(crate) async fn upgrade(
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
-    if !origin_allowed(&headers, &api.config.allowed_ws_origins) {
-        return ApiError::new(
-            ErrorCode::Forbidden,
-            "this origin may not open the WebSocket",
-        )
-        .into_response();
+    if !crate::cross_site::upgrade_allowed(&headers, &api.config.allowed_origins) {
+        return ApiError::forbidden("this origin may not open the WebSocket").into_response();
     }
     ws.on_upgrade(move |socket| serve(api, socket))
 }

@@ -5,6 +5,7 @@
 mod common;
 
 mod api {
+    mod cross_site;
     mod dashboard;
     mod memories;
     mod rest;

@@ -38,9 +38,10 @@ pub struct ApiArgs {
     /// behind an authenticating proxy that sets them).
     #[arg(long, env = "TARSY_TRUST_FORWARDED_IDENTITY")]
     trust_forwarded_identity: bool,
-    /// Browser origin allowed to open the WebSocket (repeatable; `*`: any).
-    #[arg(long = "allowed-ws-origin")]
-    allowed_ws_origins: Vec<String>,
+    /// Browser origin besides the API's own allowed to send state-changing
+    /// requests and to open the WebSocket (repeatable; `*`: any).
+    #[arg(long = "allowed-origin", alias = "allowed-ws-origin")]
+    allowed_origins: Vec<String>,
     /// Postgres URL of the session store.
     #[arg(long, env = "TARSY_DATABASE_URL", hide_env_values = true)]
     database_url: String,
@@ -88,7 +89,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     );
     let config = ApiConfig {
         trust_forwarded_identity: args.trust_forwarded_identity,
-        allowed_ws_origins: args.allowed_ws_origins,
+        allowed_origins: args.allowed_origins,
         dashboard: Some(crate::dashboard::dashboard()),
         configuration: Some(view.clone()),
         cluster_objects: Some(view),

@@ -58,6 +58,11 @@ pub struct ServeArgs {
     /// client could claim any name.
     #[arg(long, env = "TARSY_TRUST_FORWARDED_IDENTITY")]
     pub trust_forwarded_identity: bool,
+    /// Browser origin besides this server's own allowed to send
+    /// state-changing requests and to open the WebSocket (repeatable; `*`:
+    /// any). Other origins get 403.
+    #[arg(long = "allowed-origin")]
+    pub allowed_origins: Vec<String>,
 }
 
 /// `$XDG_DATA_HOME/tarsy`, else `$HOME/.local/share/tarsy`, else `.tarsy`.
@@ -120,6 +125,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut options = LocalOptions::new(config, &args.config);
     options.api.dashboard = Some(crate::dashboard::dashboard());
     options.api.trust_forwarded_identity = args.trust_forwarded_identity;
+    options.api.allowed_origins = args.allowed_origins.clone();
     options.api.configuration = Some(Arc::new(tarsy_api::StaticConfiguration(view)));
     options.database_url = database_url.clone();
     options.llm_addr = args.llm_addr;

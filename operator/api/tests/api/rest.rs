@@ -11,9 +11,9 @@ use tarsy_core::{
     MessageRole, NewLlmInteraction, NewMcpInteraction, NewMessage, NewTimelineEvent, RecordScope,
     SessionStatus, TimelineEventStatus, TimelineEventType, ToolCall,
 };
-use tarsy_store::{NewAgentExecution, NewStage, SessionOutcome, Store};
+use tarsy_store::{NewAgentExecution, NewStage, Store};
 
-use crate::common::TestApp;
+use crate::common::{TestApp, complete};
 use crate::on_both_backends;
 
 // ------------------------------------------------------------ seeding
@@ -66,22 +66,6 @@ fn scope(session: &str, stage: &str, exec: &str) -> RecordScope {
         stage_id: Some(stage.into()),
         execution_id: Some(exec.into()),
     }
-}
-
-async fn complete(store: &Store, session_id: &str) {
-    store
-        .finish_session(
-            session_id,
-            SessionOutcome {
-                status: SessionStatus::Completed,
-                final_analysis: Some("the pod ran out of memory".into()),
-                executive_summary: Some("OOM".into()),
-                executive_summary_error: None,
-                error_message: None,
-            },
-        )
-        .await
-        .unwrap();
 }
 
 // ------------------------------------------------------------ alerts
@@ -218,8 +202,6 @@ async fn oversized_alerts_get_413(store: Store) {
     );
 }
 
-/// Sends only the headers of a POST declaring `length` body bytes; returns
-/// the status and JSON body of the answer.
 async fn author_comes_from_trusted_headers_only(store: Store) {
     let trusting = TestApp::start_with(
         store.clone(),
@@ -233,7 +215,11 @@ async fn author_comes_from_trusted_headers_only(store: Store) {
     let naive = TestApp::start(store.clone()).await;
     let alert = json!({"alert_type": "PodCrashLooping", "data": "x"}).to_string();
     let submit = |app: &TestApp, headers: Vec<(&'static str, &'static str)>| {
-        let mut request = app.http.post(app.url("/api/v1/alerts")).body(alert.clone());
+        let mut request = app
+            .http
+            .post(app.url("/api/v1/alerts"))
+            .header("content-type", "application/json")
+            .body(alert.clone());
         for (k, v) in headers {
             request = request.header(k, v);
         }

@@ -284,7 +284,7 @@ async fn websocket_origins_are_enforced(store: Store) {
     let app = TestApp::start_with(
         store,
         ApiConfig {
-            allowed_ws_origins: vec!["https://dashboard.example.com".into()],
+            allowed_origins: vec!["https://dashboard.example.com".into()],
             ..ApiConfig::default()
         },
         |api| api,

@@ -20,7 +20,7 @@ use tarsy_config::{Config, Defaults, Named, Origin, chat_enabled};
 use tarsy_core::{ExecutionStatus, NoToolCatalog, SessionStatus};
 use tarsy_events::{EventHub, StorePublisher};
 use tarsy_store::testing::{TempSqlite, TestDatabase};
-use tarsy_store::{ConnectOptions, NewSession, NewStage, Store};
+use tarsy_store::{ConnectOptions, NewSession, NewStage, SessionOutcome, Store};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -467,6 +467,23 @@ impl TestApp {
         assert_eq!(status, 202, "{body}");
         body["session_id"].as_str().unwrap().to_string()
     }
+}
+
+/// Marks a session completed, as an investigation would.
+pub async fn complete(store: &Store, session_id: &str) {
+    store
+        .finish_session(
+            session_id,
+            SessionOutcome {
+                status: SessionStatus::Completed,
+                final_analysis: Some("the pod ran out of memory".into()),
+                executive_summary: Some("OOM".into()),
+                executive_summary_error: None,
+                error_message: None,
+            },
+        )
+        .await
+        .unwrap();
 }
 
 // ------------------------------------------------------------ WebSocket client
