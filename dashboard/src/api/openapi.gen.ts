@@ -3745,13 +3745,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The metrics, in the OpenMetrics text format. */
+            /** @description The metrics, in the OpenMetrics text format, or in the classic text format (0.0.4) when `Accept` asks for `text/plain` and not for OpenMetrics. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/openmetrics-text; version=1.0.0; charset=utf-8": string;
+                    "text/plain; version=0.0.4; charset=utf-8": string;
                 };
             };
         };

@@ -125,6 +125,11 @@ impl Metrics {
             "Duration of finished agent executions",
             execution_seconds.clone(),
         );
+        // Each controller's reconciles start at 0 (`increase()` sees the
+        // first one after a start).
+        for controller in ["alert", "agentexecution"] {
+            let _ = reconciles.get_or_create(&vec![("controller".into(), controller.into())]);
+        }
         Self {
             registry,
             reconciles,
@@ -262,12 +267,14 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-async fn metrics_handler(State(state): State<HttpState>) -> impl IntoResponse {
+async fn metrics_handler(
+    State(state): State<HttpState>,
+    headers: axum::http::HeaderMap,
+) -> impl IntoResponse {
     (state.refresh)();
-    (
-        [(header::CONTENT_TYPE, tarsy_telemetry::CONTENT_TYPE)],
-        state.metrics.render(),
-    )
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (content_type, page) = tarsy_telemetry::negotiate(accept, state.metrics.render());
+    ([(header::CONTENT_TYPE, content_type)], page)
 }
 
 async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {

@@ -64,14 +64,13 @@ pub fn health_router() -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/metrics",
-            get(|| async {
-                (
-                    [(
-                        axum::http::header::CONTENT_TYPE,
-                        tarsy_telemetry::CONTENT_TYPE,
-                    )],
-                    tarsy_telemetry::global().encode(""),
-                )
+            get(|headers: axum::http::HeaderMap| async move {
+                let accept = headers
+                    .get(axum::http::header::ACCEPT)
+                    .and_then(|v| v.to_str().ok());
+                let (content_type, page) =
+                    tarsy_telemetry::negotiate(accept, tarsy_telemetry::global().encode(""));
+                ([(axum::http::header::CONTENT_TYPE, content_type)], page)
             }),
         )
 }

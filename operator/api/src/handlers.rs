@@ -910,11 +910,15 @@ pub(crate) async fn get_session(
     tag = "system",
     summary = "Prometheus metrics",
     responses(
-        (status = 200, description = "The metrics, in the OpenMetrics text format.", body = String,
-            content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        (status = 200, description = "The metrics, in the OpenMetrics text format, or in the \
+            classic text format (0.0.4) when `Accept` asks for `text/plain` and not for OpenMetrics.",
+            content(
+                (String = "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+                (String = "text/plain; version=0.0.4; charset=utf-8"),
+            )),
     )
 )]
-pub(crate) async fn metrics(State(api): State<AppState>) -> Response {
+pub(crate) async fn metrics(State(api): State<AppState>, headers: HeaderMap) -> Response {
     let mut extra = String::new();
     if let Ok(Ok(counts)) =
         tokio::time::timeout(HEALTH_DB_TIMEOUT, api.store.count_sessions_by_status()).await
@@ -934,14 +938,12 @@ pub(crate) async fn metrics(State(api): State<AppState>) -> Response {
     if let Some(gauge) = crate::memories::gauge(&api).await {
         extra.push_str(&gauge);
     }
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            tarsy_telemetry::CONTENT_TYPE,
-        )],
-        tarsy_telemetry::global().encode(&extra),
-    )
-        .into_response()
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let (content_type, page) =
+        tarsy_telemetry::negotiate(accept, tarsy_telemetry::global().encode(&extra));
+    ([(axum::http::header::CONTENT_TYPE, content_type)], page).into_response()
 }
 
 /// `GET /api/v1/sessions/{id}/timeline`.

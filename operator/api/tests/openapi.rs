@@ -102,7 +102,10 @@ fn metrics_content_type_is_the_one_served() {
         .unwrap();
     assert_eq!(
         content.keys().collect::<Vec<_>>(),
-        [tarsy_telemetry::CONTENT_TYPE]
+        [
+            tarsy_telemetry::CONTENT_TYPE,
+            tarsy_telemetry::CLASSIC_CONTENT_TYPE
+        ]
     );
 }
 

@@ -298,7 +298,7 @@ impl ToolExecutor for RecallTools {
             .ok()
             .filter(Value::is_object)
             .unwrap_or_else(|| json!({"raw": call.arguments}));
-        let tool_name = tool.name().split_once('.').map_or(tool.name(), |(_, t)| t);
+        let tool_name = short_name(tool);
         tarsy_telemetry::global().memory_tool_call(tool_name, is_error);
         let interaction = NewMcpInteraction {
             scope: self.record.clone(),
@@ -831,6 +831,11 @@ async fn tool_calls(store: &Store, session_id: &str) -> Vec<ToolCallSummary> {
         .collect()
 }
 
+/// A recall tool's name without the `tarsy.` server prefix, as recorded and counted.
+fn short_name(tool: BuiltinTool) -> &'static str {
+    tool.name().split_once('.').map_or(tool.name(), |(_, t)| t)
+}
+
 /// Whether two memory texts say the same, case and spacing aside.
 fn same_text(a: &str, b: &str) -> bool {
     let words = |t: &str| {
@@ -839,4 +844,14 @@ fn same_text(a: &str, b: &str) -> bool {
             .collect::<Vec<_>>()
     };
     words(a) == words(b)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The tools the metrics start at 0 are the recall tools.
+    #[test]
+    fn the_metrics_know_the_recall_tools() {
+        let names = tarsy_memory::tools::BuiltinTool::ALL.map(super::short_name);
+        assert_eq!(names, tarsy_telemetry::MEMORY_TOOLS);
+    }
 }

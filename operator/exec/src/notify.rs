@@ -107,9 +107,9 @@ impl SlackNotifier {
         tokio::spawn(async move {
             let metrics = tarsy_telemetry::global();
             match this.post_notice(&notice).await {
-                Ok(()) => metrics.notification("slack", "sent"),
+                Ok(()) => metrics.slack_notification(true),
                 Err(e) => {
-                    metrics.notification("slack", "failed");
+                    metrics.slack_notification(false);
                     tracing::warn!(session_id = %notice.session.id, error = %e, "Slack notification not sent");
                 }
             }

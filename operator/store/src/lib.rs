@@ -310,3 +310,25 @@ impl Store {
             .map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod metric_labels {
+    //! The label values the metrics start at 0 are the ones the store
+    //! counts.
+
+    #[test]
+    fn session_statuses_and_review_ratings_are_the_known_ones() {
+        let ends: Vec<&str> = tarsy_core::SessionStatus::ALL
+            .iter()
+            .filter(|s| s.is_terminal())
+            .map(|s| s.as_str())
+            .collect();
+        assert_eq!(ends, tarsy_telemetry::SESSION_END_STATUSES);
+        let mut ratings: Vec<&str> = tarsy_core::ReviewRating::ALL
+            .iter()
+            .map(|r| r.as_str())
+            .collect();
+        ratings.push("acknowledged");
+        assert_eq!(ratings, tarsy_telemetry::REVIEW_RATINGS);
+    }
+}

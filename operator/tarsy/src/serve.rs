@@ -63,6 +63,12 @@ pub struct ServeArgs {
     /// any). Other origins get 403.
     #[arg(long = "allowed-origin")]
     pub allowed_origins: Vec<String>,
+    /// Serve on an address other machines can reach without any
+    /// authentication: whoever reaches it can submit, cancel, chat and
+    /// review. Without it, such an address needs
+    /// --trust-forwarded-identity (an authenticating proxy in front).
+    #[arg(long, env = "TARSY_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
 }
 
 /// `$XDG_DATA_HOME/tarsy`, else `$HOME/.local/share/tarsy`, else `.tarsy`.
@@ -84,6 +90,23 @@ fn listen_addr(listen: &str, port: u16) -> anyhow::Result<SocketAddr> {
         .parse()
         .with_context(|| format!("--listen {listen:?} is neither an IP address nor IP:PORT"))?;
     Ok(SocketAddr::new(ip, port))
+}
+
+/// Refuses an address other machines can reach unless something
+/// authenticates its users (an authenticating proxy in front, trusted with
+/// --trust-forwarded-identity) or the user says it need not
+/// (--insecure-no-auth): the API can start investigations, stop them and
+/// review them.
+fn check_exposure(listen: SocketAddr, behind_proxy: bool, insecure: bool) -> anyhow::Result<()> {
+    if listen.ip().is_loopback() || behind_proxy || insecure {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "refusing to serve on {listen} without authentication: anyone who reaches that address \
+         could submit, cancel, chat about and review investigations. Put TARSy behind an \
+         authenticating proxy and pass --trust-forwarded-identity, listen on 127.0.0.1 (the \
+         default), or pass --insecure-no-auth to accept the exposure"
+    )
 }
 
 /// Loads a configuration directory, listing every problem found.
@@ -129,7 +152,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     options.api.configuration = Some(Arc::new(tarsy_api::StaticConfiguration(view)));
     options.database_url = database_url.clone();
     options.llm_addr = args.llm_addr;
-    options.listen = Some(listen_addr(&args.listen, args.port)?);
+    let listen = listen_addr(&args.listen, args.port)?;
+    check_exposure(listen, args.trust_forwarded_identity, args.insecure_no_auth)?;
+    options.listen = Some(listen);
     options.tarsy_exe = std::env::current_exe().ok();
     if let Some(pod_id) = args.pod_id {
         options.pod_id = pod_id;
@@ -188,6 +213,26 @@ mod tests {
             "127.0.0.1:7000".parse().unwrap()
         );
         assert!(listen_addr("localhost", 1).is_err());
+    }
+
+    #[test]
+    fn a_reachable_address_needs_authentication_or_consent() {
+        let open: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let error = check_exposure(open, false, false).unwrap_err().to_string();
+        assert!(
+            error.starts_with("refusing to serve on 0.0.0.0:8080 without authentication"),
+            "{error}"
+        );
+        assert!(
+            error.contains("--trust-forwarded-identity") && error.contains("--insecure-no-auth")
+        );
+        assert!(check_exposure(open, true, false).is_ok());
+        assert!(check_exposure(open, false, true).is_ok());
+        for local in ["127.0.0.1:8080", "[::1]:8080"] {
+            assert!(check_exposure(local.parse().unwrap(), false, false).is_ok());
+        }
+        assert!(check_exposure("[::]:8080".parse().unwrap(), false, false).is_err());
+        assert!(check_exposure("10.1.2.3:8080".parse().unwrap(), false, false).is_err());
     }
 
     #[test]

@@ -42,13 +42,16 @@ async fn serve(extra: &[&str]) -> Serve {
         .arg("serve")
         .arg("--config")
         .arg(repo().join("examples/config"))
-        .args(["--listen", "127.0.0.1", "--port", &port.to_string()])
+        // Flags in `extra` may name another address.
+        .env("TARSY_LISTEN", "127.0.0.1")
+        .args(["--port", &port.to_string()])
         .args(["--database-url", "sqlite::memory:"])
         .args(extra)
         // A scripted provider must never need the LLM service.
         .env("TARSY_LLM_ADDR", "http://127.0.0.1:9")
         .env_remove("DATABASE_URL")
         .env_remove("TARSY_TRUST_FORWARDED_IDENTITY")
+        .env_remove("TARSY_INSECURE_NO_AUTH")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -221,4 +224,119 @@ async fn the_example_remembers_what_the_first_investigation_taught() {
             >= 1,
         "{listed}"
     );
+}
+
+/// `/metrics` in the classic text format, as promtool 2.x asks for it.
+async fn classic_metrics(s: &Serve, http: &reqwest::Client) -> String {
+    let r = http
+        .get(format!("{}/metrics", s.base))
+        .header("accept", "text/plain;version=0.0.4")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    r.text().await.unwrap()
+}
+
+/// Runs `promtool check metrics` on `page` (`TARSY_PROMTOOL`, else
+/// `promtool` on PATH; `scripts/promtool.sh` provides one): no error, no
+/// lint finding.
+fn promtool_accepts(page: &str) {
+    use std::io::Write;
+    let promtool = std::env::var("TARSY_PROMTOOL")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "promtool".into());
+    let mut child = Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot run {promtool} ({e}): export TARSY_PROMTOOL=\"$(scripts/promtool.sh)\"")
+        });
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(page.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}\n{}{}\n--- page:\n{page}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Counters whose label values are known are there at 0 from the start,
+/// so that Prometheus's `increase()` sees the first event after every
+/// (re)start; promtool reads the page without a finding, before and after
+/// an investigation.
+#[tokio::test]
+async fn metrics_start_at_zero_and_promtool_reads_them() {
+    let http = reqwest::Client::new();
+    let zero = [
+        "tarsy_sessions_finished_total{status=\"completed\"} 0",
+        "tarsy_scoring_attempts_total{outcome=\"completed\"} 0",
+        "tarsy_reviews_total{rating=\"accurate\"} 0",
+        "tarsy_notifications_total{channel=\"slack\",outcome=\"sent\"} 0",
+    ];
+    let s = serve(&[]).await;
+    let page = classic_metrics(&s, &http).await;
+    for line in zero {
+        assert!(page.lines().any(|l| l == line), "no {line:?} in:\n{page}");
+    }
+    promtool_accepts(&page);
+
+    investigate_example(&s, &http).await;
+    let page = classic_metrics(&s, &http).await;
+    assert!(
+        page.lines()
+            .any(|l| l == "tarsy_sessions_finished_total{status=\"completed\"} 1"),
+        "{page}"
+    );
+    promtool_accepts(&page);
+
+    // A restart starts every one of them at 0 again.
+    drop(s);
+    let s = serve(&[]).await;
+    let page = classic_metrics(&s, &http).await;
+    for line in zero {
+        assert!(page.lines().any(|l| l == line), "no {line:?} in:\n{page}");
+    }
+}
+
+/// On an address other machines reach, `tarsy serve` refuses to start
+/// without authentication, saying why and what to do; it starts when told
+/// the exposure is accepted.
+#[tokio::test]
+async fn an_open_address_needs_authentication() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tarsy"))
+        .arg("serve")
+        .arg("--config")
+        .arg(repo().join("examples/config"))
+        .args(["--listen", "0.0.0.0", "--port", &free_port().to_string()])
+        .args(["--database-url", "sqlite::memory:"])
+        .env_remove("TARSY_TRUST_FORWARDED_IDENTITY")
+        .env_remove("TARSY_INSECURE_NO_AUTH")
+        .output()
+        .expect("run tarsy serve");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refusing to serve on 0.0.0.0:")
+            && stderr.contains("--trust-forwarded-identity")
+            && stderr.contains("--insecure-no-auth"),
+        "{stderr}"
+    );
+    let s = serve(&["--listen", "0.0.0.0", "--insecure-no-auth"]).await;
+    let health = reqwest::get(format!("{}/health", s.base)).await.unwrap();
+    assert!(health.status().is_success());
 }

@@ -124,6 +124,59 @@ struct RatingLabels {
     rating: String,
 }
 
+/// Terminal statuses a session ends in (`tarsy_sessions_finished` starts
+/// each at 0).
+pub const SESSION_END_STATUSES: [&str; 4] = ["completed", "failed", "cancelled", "timed_out"];
+
+/// Ratings of a review (`acknowledged`: a review without one;
+/// `tarsy_reviews` starts each at 0).
+pub const REVIEW_RATINGS: [&str; 4] = [
+    "accurate",
+    "partially_accurate",
+    "inaccurate",
+    "acknowledged",
+];
+
+/// The recall tools agents get (`tarsy_memory_tool_calls` starts each, with
+/// each outcome, at 0).
+pub const MEMORY_TOOLS: [&str; 2] = ["recall_past_investigations", "search_past_sessions"];
+
+/// What the Alertmanager bridge did with one alert of a notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BridgeOutcome {
+    /// An Alert was created.
+    Created,
+    /// An Alert for this firing already exists.
+    Duplicate,
+    /// A resolved (or unknown-status) alert: nothing to investigate.
+    Resolved,
+    /// Refused (invalid, or no chain for it).
+    Rejected,
+    /// The Alert could not be created.
+    Failed,
+}
+
+impl BridgeOutcome {
+    /// Every outcome.
+    pub const ALL: [BridgeOutcome; 5] = [
+        Self::Created,
+        Self::Duplicate,
+        Self::Resolved,
+        Self::Rejected,
+        Self::Failed,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Duplicate => "duplicate",
+            Self::Resolved => "resolved",
+            Self::Rejected => "rejected",
+            Self::Failed => "failed",
+        }
+    }
+}
+
 /// How a scoring attempt of a session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ScoringOutcome {
@@ -134,6 +187,8 @@ enum ScoringOutcome {
 }
 
 impl ScoringOutcome {
+    const ALL: [ScoringOutcome; 2] = [Self::Completed, Self::Failed];
+
     fn as_str(self) -> &'static str {
         match self {
             Self::Completed => "completed",
@@ -450,6 +505,42 @@ impl Telemetry {
             "Reflector runs that learned nothing: no answer, or an unreadable one",
             reflections_failed.clone(),
         );
+        // Counters whose label values are known start at 0, so that
+        // `increase()` sees the first event after every start.
+        for status in SESSION_END_STATUSES {
+            let _ = sessions_finished.get_or_create(&StatusLabels {
+                status: status.to_string(),
+            });
+        }
+        for outcome in BridgeOutcome::ALL {
+            let _ = webhook_alerts.get_or_create(&OutcomeLabels {
+                outcome: outcome.as_str(),
+            });
+        }
+        for outcome in [NOTIFICATION_SENT, NOTIFICATION_FAILED] {
+            let _ = notifications.get_or_create(&NotificationLabels {
+                channel: SLACK,
+                outcome,
+            });
+        }
+        for outcome in ScoringOutcome::ALL {
+            let _ = scoring_attempts.get_or_create(&OutcomeLabels {
+                outcome: outcome.as_str(),
+            });
+        }
+        for rating in REVIEW_RATINGS {
+            let _ = reviews.get_or_create(&RatingLabels {
+                rating: rating.to_string(),
+            });
+        }
+        for tool in MEMORY_TOOLS {
+            for outcome in ["ok", "error"] {
+                let _ = memory_tool_calls.get_or_create(&MemoryToolLabels {
+                    tool: tool.to_string(),
+                    outcome,
+                });
+            }
+        }
         Self {
             registry,
             memories_injected,
@@ -615,19 +706,27 @@ impl Telemetry {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// Records an alert the Alertmanager bridge received: `accepted`,
-    /// `refused`, `duplicate`, `resolved`…
-    pub fn webhook_alert(&self, outcome: &'static str) {
+    /// Records an alert the Alertmanager bridge received.
+    pub fn webhook_alert(&self, outcome: BridgeOutcome) {
         self.webhook_alerts
-            .get_or_create(&OutcomeLabels { outcome })
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.as_str(),
+            })
             .inc();
     }
 
-    /// Records a notification: `channel` (`slack`), `outcome` (`sent`,
-    /// `failed`).
-    pub fn notification(&self, channel: &'static str, outcome: &'static str) {
+    /// Records a Slack notification, sent or not.
+    pub fn slack_notification(&self, sent: bool) {
+        let outcome = if sent {
+            NOTIFICATION_SENT
+        } else {
+            NOTIFICATION_FAILED
+        };
         self.notifications
-            .get_or_create(&NotificationLabels { channel, outcome })
+            .get_or_create(&NotificationLabels {
+                channel: SLACK,
+                outcome,
+            })
             .inc();
     }
 
@@ -739,6 +838,53 @@ pub fn global() -> &'static Telemetry {
 /// The media type of [`Telemetry::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// The media type of the classic text format ([`classic_text`]).
+pub const CLASSIC_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The notification channel of `tarsy_notifications`.
+const SLACK: &str = "slack";
+const NOTIFICATION_SENT: &str = "sent";
+const NOTIFICATION_FAILED: &str = "failed";
+
+/// An OpenMetrics `page` as the scraper asks for it (its `Accept` header):
+/// as it is, unless the scraper asks for the classic text format and not
+/// for OpenMetrics (older tools, e.g. promtool 2.x, read only the classic
+/// one). The content type and the page.
+pub fn negotiate(accept: Option<&str>, page: String) -> (&'static str, String) {
+    let accept = accept.unwrap_or_default().to_ascii_lowercase();
+    if accept.contains("text/plain") && !accept.contains("application/openmetrics-text") {
+        (CLASSIC_CONTENT_TYPE, classic_text(&page))
+    } else {
+        (CONTENT_TYPE, page)
+    }
+}
+
+/// An OpenMetrics page in the classic (0.0.4) text format: a counter's
+/// `HELP` and `TYPE` name its `_total` samples, no `UNIT` lines, no `# EOF`.
+pub fn classic_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            counters
+                .contains(name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -838,5 +984,54 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.matches("# EOF").count(), 1);
+    }
+
+    #[test]
+    fn counters_with_known_labels_start_at_zero() {
+        let text = Telemetry::new().encode("");
+        for line in [
+            "tarsy_sessions_finished_total{status=\"completed\"} 0",
+            "tarsy_sessions_finished_total{status=\"timed_out\"} 0",
+            "tarsy_webhook_alerts_total{outcome=\"resolved\"} 0",
+            "tarsy_webhook_alerts_total{outcome=\"created\"} 0",
+            "tarsy_notifications_total{channel=\"slack\",outcome=\"failed\"} 0",
+            "tarsy_scoring_attempts_total{outcome=\"completed\"} 0",
+            "tarsy_reviews_total{rating=\"acknowledged\"} 0",
+            "tarsy_memory_tool_calls_total{tool=\"search_past_sessions\",outcome=\"error\"} 0",
+            "tarsy_memories_injected_total 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn the_classic_format_on_request() {
+        let t = Telemetry::new();
+        t.session_finished("completed", Some(Duration::from_secs(3)));
+        let page = t.encode("# HELP tarsy_sessions Sessions.\n# TYPE tarsy_sessions gauge\ntarsy_sessions{status=\"pending\"} 2\n");
+        // Prometheus asks for OpenMetrics first: it gets it; so does a
+        // scraper that says nothing.
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        for accept in [Some(prometheus), None, Some("*/*")] {
+            let (content_type, text) = negotiate(accept, page.clone());
+            assert_eq!(content_type, CONTENT_TYPE, "{accept:?}");
+            assert_eq!(text, page);
+        }
+        let (content_type, text) = negotiate(Some("text/plain;version=0.0.4"), page.clone());
+        assert_eq!(content_type, CLASSIC_CONTENT_TYPE);
+        assert!(
+            !text.contains("# EOF") && !text.contains("# UNIT"),
+            "{text}"
+        );
+        for line in [
+            "# HELP tarsy_sessions_finished_total Sessions this process finished, by terminal status.",
+            "# TYPE tarsy_sessions_finished_total counter",
+            "tarsy_sessions_finished_total{status=\"completed\"} 1",
+            "# TYPE tarsy_session_duration_seconds histogram",
+            "# TYPE tarsy_sessions gauge",
+            "tarsy_sessions{status=\"pending\"} 2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+        }
     }
 }

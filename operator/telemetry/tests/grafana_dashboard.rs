@@ -78,8 +78,8 @@ fn telemetry_samples() -> BTreeSet<String> {
     let _ws = t.ws_connection();
     t.session_finished("completed", Some(Duration::from_secs(60)));
     t.stage_finished("completed", Duration::from_secs(30));
-    t.webhook_alert("created");
-    t.notification("slack", "sent");
+    t.webhook_alert(tarsy_telemetry::BridgeOutcome::Created);
+    t.slack_notification(true);
     t.session_scored(SessionScored {
         chain: "kubernetes",
         alert_type: "PodCrashLooping",

@@ -41,6 +41,7 @@ use serde::Serialize;
 use tarsy_config::{Config, Defaults, check_runbook_url};
 use tarsy_core::{InvalidAlert, NoToolCatalog};
 use tarsy_crds::{AlertSource, AlertSpec};
+use tarsy_telemetry::BridgeOutcome;
 use tokio::sync::OnceCell;
 
 use crate::auth::BridgeAuth;
@@ -363,11 +364,11 @@ pub async fn process(state: &BridgeState, payload: &WebhookPayload) -> BridgeRep
     let metrics = tarsy_telemetry::global();
     for r in &report.results {
         metrics.webhook_alert(match r.outcome {
-            NoticeOutcome::Created => "created",
-            NoticeOutcome::Duplicate => "duplicate",
-            NoticeOutcome::Resolved | NoticeOutcome::Unknown => "resolved",
-            NoticeOutcome::Rejected => "rejected",
-            NoticeOutcome::Failed => "failed",
+            NoticeOutcome::Created => BridgeOutcome::Created,
+            NoticeOutcome::Duplicate => BridgeOutcome::Duplicate,
+            NoticeOutcome::Resolved | NoticeOutcome::Unknown => BridgeOutcome::Resolved,
+            NoticeOutcome::Rejected => BridgeOutcome::Rejected,
+            NoticeOutcome::Failed => BridgeOutcome::Failed,
         });
     }
     report
