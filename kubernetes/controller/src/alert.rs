@@ -123,6 +123,8 @@ pub struct ScoringState {
     pub badge: Option<ScoreBadge>,
     /// Why the latest attempt failed, when it did.
     pub last_error: Option<String>,
+    /// How many attempts have ended (completed or failed).
+    pub ended_attempts: u32,
     /// The attempt in progress, if any: its records.
     pub running: Option<Judgement>,
     /// The running attempt's judge still has to be started: the Alert asks
@@ -546,6 +548,7 @@ fn follow_scoring(out: &mut AlertOutcome, inputs: &AlertInputs<'_>) {
     }
     let Some(badge) = &scoring.badge else { return };
     out.status.score = badge.score;
+    out.status.scoring_attempts_ended = Some(scoring.ended_attempts);
     let (ok, reason, message) = match badge.status {
         ScoreStatus::InProgress => (false, "Scoring", "the judge is at work".to_string()),
         ScoreStatus::Completed => {

@@ -304,13 +304,16 @@ pub async fn scoring_state(
         badge: Some(badge.clone()),
         ..ScoringState::default()
     };
+    let attempts = store.session_scores(&uid).await?;
+    state.ended_attempts = u32::try_from(
+        attempts
+            .iter()
+            .filter(|a| a.status != ScoreStatus::InProgress)
+            .count(),
+    )
+    .unwrap_or(u32::MAX);
     if badge.status == ScoreStatus::Failed {
-        state.last_error = store
-            .session_scores(&uid)
-            .await?
-            .into_iter()
-            .next()
-            .and_then(|a| a.error);
+        state.last_error = attempts.into_iter().next().and_then(|a| a.error);
     }
     if let Some(attempt) = store.running_score(&uid).await? {
         match Judgement::of_attempt(store, &attempt).await {
@@ -485,26 +488,38 @@ fn notice(
     }
 }
 
-/// A scoring attempt whose end arrived in this reconcile (the status shows
-/// a new end of the latest attempt): counted in the operator's metrics
-/// (the judge's pod that wrote it is not scraped; the status is kept, so
-/// a restart does not count it again), replied in the session's Slack
+/// A scoring attempt whose end arrived in this reconcile (the status
+/// counts one more ended attempt): counted in the operator's metrics (the
+/// judge's pod that wrote it is not scraped; the status is kept, so a
+/// restart does not count it again), replied in the session's Slack
 /// thread, and, once scored, learned from (the reflector). Fail-open.
 async fn score_ended(ctx: &Context, alert: &Alert, config: &Config, after: &AlertStatus) {
-    let scored = |s: Option<&AlertStatus>| {
-        s.and_then(|s| {
-            s.conditions
-                .iter()
-                .find(|c| c.type_ == crate::conditions::SCORED)
-        })
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    let before = alert.status.as_ref();
+    let new_end = match (
+        before.and_then(|s| s.scoring_attempts_ended),
+        after.scoring_attempts_ended,
+    ) {
+        (_, None) => false,
+        (Some(before), Some(now)) => now > before,
+        // An Alert scored by an operator that did not count the ends: its
+        // `Scored` condition says whether this reconcile saw one.
+        (None, Some(_)) => {
+            let scored = |s: Option<&AlertStatus>| {
+                s.and_then(|s| {
+                    s.conditions
+                        .iter()
+                        .find(|c| c.type_ == crate::conditions::SCORED)
+                })
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+            };
+            let now = scored(Some(after));
+            now != scored(before)
+                && now
+                    .as_ref()
+                    .is_some_and(|(_, reason, _)| reason != "Scoring")
+        }
     };
-    let now = scored(Some(after));
-    if now == scored(alert.status.as_ref())
-        || now
-            .as_ref()
-            .is_none_or(|(_, reason, _)| reason == "Scoring")
-    {
+    if !new_end {
         return;
     }
     let Some(uid) = alert.uid() else { return };

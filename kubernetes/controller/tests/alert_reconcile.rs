@@ -830,10 +830,17 @@ fn a_completed_session_of_a_scoring_chain_is_scored_by_a_judge_pod() {
             score: Some(88),
             failure_tags: vec!["missed-available-tool".into()],
         }),
+        ended_attempts: 1,
         ..ScoringState::default()
     };
     w.step(true);
     assert_eq!(w.alert.status.as_ref().unwrap().score, Some(88));
+    // The ends are counted: each new one is the IO layer's to count, reply
+    // and learn from, once (also when a re-score ends just like the last).
+    assert_eq!(
+        w.alert.status.as_ref().unwrap().scoring_attempts_ended,
+        Some(1)
+    );
     let cond = scored(&w).unwrap();
     assert_eq!(
         (cond.status.as_str(), cond.reason.as_str()),
@@ -844,8 +851,13 @@ fn a_completed_session_of_a_scoring_chain_is_scored_by_a_judge_pod() {
     // A failed re-score keeps the score and says why.
     w.scoring.badge.as_mut().unwrap().status = tarsy_core::ScoreStatus::Failed;
     w.scoring.last_error = Some("the judge gave no score".into());
+    w.scoring.ended_attempts = 2;
     w.step(true);
     assert_eq!(w.alert.status.as_ref().unwrap().score, Some(88));
+    assert_eq!(
+        w.alert.status.as_ref().unwrap().scoring_attempts_ended,
+        Some(2)
+    );
     let cond = scored(&w).unwrap();
     assert_eq!(
         (

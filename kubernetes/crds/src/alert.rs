@@ -177,6 +177,11 @@ pub struct AlertStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 100))]
     pub score: Option<u8>,
+    /// How many scoring attempts of the session have ended (with a score or
+    /// without): the operator counts each new end once, and learns from it
+    /// when it gave a score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scoring_attempts_ended: Option<u32>,
     /// When the session started running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
