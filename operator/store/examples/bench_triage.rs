@@ -444,13 +444,7 @@ async fn main() -> Result<(), BoxError> {
     }
     .await;
     let keep = std::env::var_os("TARSY_BENCH_KEEP").is_some();
-    if keep {
-        println!("sqlite    kept: {}", path.display());
-    } else {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
-    }
+    bench_support::finish_sqlite(&path, keep);
     result?;
 
     let db = match tarsy_store::testing::TestDatabase::create("tarsy_bench").await {

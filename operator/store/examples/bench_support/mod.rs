@@ -58,3 +58,14 @@ pub fn text(v: Option<&str>) -> String {
 pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
+
+/// Keeps the bench's SQLite database (says where) or removes its files.
+pub fn finish_sqlite(path: &std::path::Path, keep: bool) {
+    if keep {
+        println!("sqlite    kept: {}", path.display());
+    } else {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+}
