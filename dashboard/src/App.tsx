@@ -11,10 +11,16 @@ const SessionPage = lazy(() => import('./pages/SessionPage').then((m) => ({ defa
 const TracePage = lazy(() => import('./pages/TracePage').then((m) => ({ default: m.TracePage })));
 const TriagePage = lazy(() => import('./pages/TriagePage').then((m) => ({ default: m.TriagePage })));
 const QualityPage = lazy(() => import('./pages/QualityPage').then((m) => ({ default: m.QualityPage })));
+const UsagePage = lazy(() => import('./pages/UsagePage').then((m) => ({ default: m.UsagePage })));
 const MemoryPage = lazy(() => import('./pages/MemoryPage').then((m) => ({ default: m.MemoryPage })));
 const ScoringPage = lazy(() => import('./pages/ScoringPage').then((m) => ({ default: m.ScoringPage })));
 const SubmitPage = lazy(() => import('./pages/SubmitPage').then((m) => ({ default: m.SubmitPage })));
 const SystemPage = lazy(() => import('./pages/SystemPage').then((m) => ({ default: m.SystemPage })));
+
+function isFinalRefusal(error: unknown): boolean {
+  if (!(error instanceof Error && 'status' in error && typeof error.status === 'number')) return false;
+  return error.status >= 400 && error.status < 500 && error.status !== 408 && error.status !== 429;
+}
 
 const queryClient = new QueryClient({
   defaultOptions: {
@@ -22,7 +28,9 @@ const queryClient = new QueryClient({
       // Live data arrives over the WebSocket; refetches are triggered by its events.
       staleTime: 10_000,
       refetchOnWindowFocus: false,
-      retry: (count, error) => count < 2 && !(error instanceof Error && 'status' in error && error.status === 404),
+      // A 4xx answer (a missing session, a window the API refuses) does not
+      // change when asked again; a timeout or a rate limit may.
+      retry: (count, error) => count < 2 && !isFinalRefusal(error),
     },
   },
 });
@@ -44,6 +52,7 @@ export function App() {
             </NavLink>
             <NavLink to="/triage">Triage</NavLink>
             <NavLink to="/quality">Quality</NavLink>
+            <NavLink to="/usage">Usage</NavLink>
             <NavLink to="/memories">Memory</NavLink>
             <NavLink to="/submit">Submit alert</NavLink>
             <NavLink to="/system">System</NavLink>
@@ -59,6 +68,7 @@ export function App() {
               <Route path="/sessions/:id/scoring" element={<ScoringPage />} />
               <Route path="/triage" element={<TriagePage />} />
               <Route path="/quality" element={<QualityPage />} />
+              <Route path="/usage" element={<UsagePage />} />
               <Route path="/memories" element={<MemoryPage />} />
               <Route path="/submit" element={<SubmitPage />} />
               <Route path="/system" element={<SystemPage />} />

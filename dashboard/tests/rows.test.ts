@@ -25,6 +25,7 @@ function execution(
     created_at: '',
     started_at: null,
     completed_at: null,
+    cost: null,
   };
 }
 
@@ -46,6 +47,7 @@ function stage(id: string, index: number, name: string, executions: AgentExecuti
     started_at: null,
     completed_at: null,
     executions,
+    cost: null,
     ...extra,
   };
 }

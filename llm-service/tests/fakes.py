@@ -240,7 +240,10 @@ def openai_done() -> bytes:
     return sse_data("[DONE]")
 
 
-def openai_usage(prompt: int, completion: int, reasoning: int = 0) -> dict[str, Any]:
+def openai_usage(
+    prompt: int, completion: int, reasoning: int = 0, cached: int = 0
+) -> dict[str, Any]:
+    """OpenAI usage: ``completion`` includes ``reasoning``, ``prompt`` includes ``cached``."""
     usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -248,4 +251,6 @@ def openai_usage(prompt: int, completion: int, reasoning: int = 0) -> dict[str, 
     }
     if reasoning:
         usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    if cached:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
     return usage

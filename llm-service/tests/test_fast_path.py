@@ -99,8 +99,8 @@ async def test_tool_call_fragments_merge_by_index(fake) -> None:
                 openai_chunk(tool_calls=[call(0, id="call_a", arguments='{"a"')]),
                 openai_chunk(tool_calls=[call(0, arguments=": 1}")]),
                 openai_chunk(finish="tool_calls"),
-                openai_chunk(usage=openai_usage(10, 5, reasoning=2)),
-                openai_chunk(usage=openai_usage(1, 1)),
+                openai_chunk(usage=openai_usage(10, 5, reasoning=2, cached=6)),
+                openai_chunk(usage=openai_usage(1, 1, cached=1)),
                 openai_done(),
             ]
         )
@@ -111,8 +111,44 @@ async def test_tool_call_fragments_merge_by_index(fake) -> None:
     calls = [(c.tool_call.call_id, c.tool_call.name, c.tool_call.arguments) for c in chunks[:2]]
     assert calls == [("call_a", "k8s.pods", '{"a": 1}'), ("call_b", "k8s.events", "{}")]
     usage = chunks[2].usage
-    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (11, 6, 17)
-    assert usage.thinking_tokens == 2
+    # completion_tokens include the reasoning tokens: the answer is the rest.
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (11, 4, 17)
+    assert (usage.thinking_tokens, usage.cached_input_tokens) == (2, 7)
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        # (input, output, total, thinking, cached)
+        (openai_usage(100, 40, reasoning=30, cached=64), (100, 10, 140, 30, 64)),
+        (openai_usage(100, 40), (100, 40, 140, 0, 0)),
+        # A server that counts reasoning apart from completion: never negative.
+        (openai_usage(100, 5, reasoning=30), (100, 0, 105, 30, 0)),
+        # Details present but null, as some compatible servers send them.
+        (
+            {
+                "prompt_tokens": 9,
+                "completion_tokens": 3,
+                "total_tokens": 12,
+                "prompt_tokens_details": None,
+                "completion_tokens_details": {"reasoning_tokens": None},
+            },
+            (9, 3, 12, 0, 0),
+        ),
+    ],
+)
+async def test_usage_follows_the_common_convention(fake, usage, expected) -> None:
+    fake.add(sse_reply([openai_chunk(content="ok"), openai_chunk(usage=usage), openai_done()]))
+    request = make_request("openai", f"{fake.url}/v1")
+    chunks = await collect(LangChainProvider(environ=ENV).generate(request))
+    got = chunks[-1].usage
+    assert (
+        got.input_tokens,
+        got.output_tokens,
+        got.total_tokens,
+        got.thinking_tokens,
+        got.cached_input_tokens,
+    ) == expected
 
 
 def test_sockets_fall_back_to_defaults_behind_a_proxy(monkeypatch) -> None:

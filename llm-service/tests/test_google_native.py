@@ -85,7 +85,25 @@ async def test_streams_thinking_text_tool_call_and_usage_in_order(fake) -> None:
     assert tool_call.call_id
     usage = chunks[5].usage
     assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (120, 30, 200)
-    assert usage.thinking_tokens == 50
+    assert (usage.thinking_tokens, usage.cached_input_tokens) == (50, 0)
+
+
+async def test_usage_counts_cached_and_tool_use_prompt_tokens_as_input(fake) -> None:
+    usage = {
+        # promptTokenCount includes the cached content.
+        "promptTokenCount": 1000,
+        "cachedContentTokenCount": 768,
+        "toolUsePromptTokenCount": 40,
+        # candidatesTokenCount excludes the thoughts.
+        "candidatesTokenCount": 25,
+        "thoughtsTokenCount": 90,
+        "totalTokenCount": 1155,
+    }
+    fake.add(sse_reply([gemini_chunk([{"text": "ok"}], usage=usage, finish="STOP")]))
+    chunks = await collect(provider().generate(request(fake)))
+    got = chunks[-1].usage
+    assert (got.input_tokens, got.cached_input_tokens) == (1040, 768)
+    assert (got.output_tokens, got.thinking_tokens, got.total_tokens) == (25, 90, 1155)
 
 
 async def test_chunks_are_forwarded_before_the_stream_ends(fake) -> None:

@@ -111,7 +111,7 @@ async def test_full_tool_calling_conversation_against_openai_compatible_server(
                 openai_chunk(content="Root cause: "),
                 openai_chunk(content="OOMKilled."),
                 openai_chunk(finish="stop"),
-                openai_chunk(usage=openai_usage(700, 10)),
+                openai_chunk(usage=openai_usage(700, 10, cached=512)),
                 openai_done(),
             ]
         ),
@@ -149,7 +149,7 @@ async def test_full_tool_calling_conversation_against_openai_compatible_server(
     second = await service.generate(request)
     assert content_kinds(second) == ["text", "text", "usage", "final"]
     assert texts(second) == "Root cause: OOMKilled."
-    assert second[2].usage.input_tokens == 700
+    assert (second[2].usage.input_tokens, second[2].usage.cached_input_tokens) == (700, 512)
 
     sent = fake.post_requests("/v1/chat/completions")[1].json
     assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "tool", "tool"]
@@ -280,7 +280,7 @@ async def test_logs_carry_metadata_but_no_keys_or_bodies(service, fake, log_outp
             [
                 openai_chunk(content=answer_marker),
                 openai_chunk(finish="stop"),
-                openai_chunk(usage=openai_usage(11, 3)),
+                openai_chunk(usage=openai_usage(11, 3, cached=8)),
                 openai_done(),
             ]
         ),
@@ -300,6 +300,7 @@ async def test_logs_carry_metadata_but_no_keys_or_bodies(service, fake, log_outp
     assert [r["outcome"] for r in finished] == ["ok", "credentials"]
     assert finished[0]["session_id"] == "session-1" and finished[0]["model"] == "test-model"
     assert finished[0]["input_tokens"] == 11 and finished[0]["chunks"]["text"] == 1
+    assert finished[0]["cached_input_tokens"] == 8
     assert all(isinstance(r["duration_ms"], float) for r in finished)
 
 

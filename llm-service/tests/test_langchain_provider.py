@@ -75,7 +75,7 @@ def openai_tool_call_stream() -> list[bytes]:
         openai_chunk(tool_calls=[{"index": 0, "function": {"arguments": '{"namespace"'}}]),
         openai_chunk(tool_calls=[{"index": 0, "function": {"arguments": ': "prod"}'}}]),
         openai_chunk(finish="tool_calls"),
-        openai_chunk(usage=openai_usage(321, 45, reasoning=12)),
+        openai_chunk(usage=openai_usage(321, 45, reasoning=12, cached=256)),
         openai_done(),
     ]
 
@@ -94,8 +94,9 @@ async def test_openai_conversion_both_ways(fake) -> None:
     assert (tool_call.call_id, tool_call.name) == ("call_9", "kubernetes-server.events_list")
     assert json.loads(tool_call.arguments) == {"namespace": "prod"}
     usage = chunks[3].usage
-    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (321, 45, 366)
-    assert usage.thinking_tokens == 12
+    # completion_tokens (45) include the reasoning tokens; prompt_tokens the cached ones.
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (321, 33, 366)
+    assert (usage.thinking_tokens, usage.cached_input_tokens) == (12, 256)
 
     sent = fake.post_requests("/v1/chat/completions")[0]
     assert sent.headers["authorization"] == f"Bearer {API_KEY}"
@@ -190,7 +191,8 @@ async def test_malformed_tool_arguments_are_passed_on_verbatim(fake) -> None:
     assert chunks[0].tool_call.arguments == '{"namespace": '
 
 
-def anthropic_stream() -> list[bytes]:
+def anthropic_stream(usage: dict | None = None) -> list[bytes]:
+    usage = usage or {"input_tokens": 200, "output_tokens": 60}
     return [
         sse_event(
             "message_start",
@@ -277,7 +279,7 @@ def anthropic_stream() -> list[bytes]:
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                "usage": {"input_tokens": 200, "output_tokens": 60},
+                "usage": usage,
             },
         ),
         sse_event("message_stop", {"type": "message_stop"}),
@@ -303,6 +305,7 @@ async def test_anthropic_conversion_both_ways(fake) -> None:
     assert chunks[2].tool_call.name == "kubernetes-server.events_list"
     assert json.loads(chunks[2].tool_call.arguments) == {"namespace": "prod"}
     assert (chunks[3].usage.input_tokens, chunks[3].usage.output_tokens) == (200, 60)
+    assert chunks[3].usage.cached_input_tokens == 0
 
     body = fake.post_requests("/v1/messages")[0].json
     assert body["system"] == "You are TARSy."
@@ -340,6 +343,30 @@ async def test_anthropic_conversion_both_ways(fake) -> None:
     assert body["tools"][0]["input_schema"]["required"] == ["namespace"]
 
 
+async def test_anthropic_usage_counts_cache_reads_as_input(fake) -> None:
+    # Anthropic's input_tokens exclude the cache: langchain-anthropic adds the cache
+    # reads and writes back, so input is the whole prompt and cached a part of it.
+    fake.add(
+        sse_reply(
+            anthropic_stream(
+                {
+                    "input_tokens": 50,
+                    "cache_read_input_tokens": 1000,
+                    "cache_creation_input_tokens": 200,
+                    "output_tokens": 80,
+                    "output_tokens_details": {"thinking_tokens": 30},
+                }
+            )
+        )
+    )
+    req = make_request("anthropic", fake.url, model="claude-sonnet", tools=[tool_def()])
+    chunks = await collect(provider().generate(req))
+    usage = chunks[-1].usage
+    assert (usage.input_tokens, usage.cached_input_tokens) == (1250, 1000)
+    # Anthropic's output_tokens include the thinking.
+    assert (usage.output_tokens, usage.thinking_tokens, usage.total_tokens) == (50, 30, 1330)
+
+
 async def test_google_through_langchain(fake) -> None:
     fake.add(
         sse_reply(
@@ -357,8 +384,10 @@ async def test_google_through_langchain(fake) -> None:
                     finish="STOP",
                     usage={
                         "promptTokenCount": 50,
+                        "cachedContentTokenCount": 32,
                         "candidatesTokenCount": 10,
-                        "totalTokenCount": 60,
+                        "thoughtsTokenCount": 7,
+                        "totalTokenCount": 67,
                     },
                 ),
             ]
@@ -370,7 +399,10 @@ async def test_google_through_langchain(fake) -> None:
     assert kinds(chunks) == ["text", "tool_call", "usage"]
     assert chunks[1].tool_call.name == "kubernetes-server.events_list"
     assert json.loads(chunks[1].tool_call.arguments) == {"namespace": "prod"}
-    assert chunks[2].usage.total_tokens == 60
+    usage = chunks[2].usage
+    # candidatesTokenCount excludes the thoughts, as output_tokens does here.
+    assert (usage.input_tokens, usage.cached_input_tokens) == (50, 32)
+    assert (usage.output_tokens, usage.thinking_tokens, usage.total_tokens) == (10, 7, 67)
 
     sent = fake.post_requests(":streamGenerateContent")[0]
     assert sent.path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
@@ -438,7 +470,11 @@ async def test_xai(fake) -> None:
                     ]
                 ),
                 openai_chunk(finish="tool_calls"),
-                openai_chunk(usage=openai_usage(5, 6)),
+                # xAI counts reasoning apart from completion_tokens (langchain-xai
+                # adds it back to output_tokens): the answer stays 6.
+                openai_chunk(
+                    usage={**openai_usage(5, 6, reasoning=4, cached=3), "total_tokens": 15}
+                ),
                 openai_done(),
             ]
         )
@@ -449,6 +485,9 @@ async def test_xai(fake) -> None:
     chunks = await collect(provider().generate(req))
     assert kinds(chunks) == ["text", "tool_call", "usage"]
     assert chunks[1].tool_call.name == "kubernetes-server.pods_list"
+    usage = chunks[2].usage
+    assert (usage.input_tokens, usage.cached_input_tokens) == (5, 3)
+    assert (usage.output_tokens, usage.thinking_tokens, usage.total_tokens) == (6, 4, 15)
     sent = fake.post_requests("/v1/chat/completions")[0]
     assert sent.headers["authorization"] == f"Bearer {API_KEY}"
     assert sent.json["messages"][2]["tool_calls"][0]["function"]["name"] == (

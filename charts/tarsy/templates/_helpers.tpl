@@ -133,6 +133,30 @@ hands them on to investigation pods), so that all of them see one configuration.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- with .Values.operator.sessionBudget }}
+{{- if .maxCostUsd }}
+- name: TARSY_SESSION_MAX_COST_USD
+  value: {{ .maxCostUsd | quote }}
+{{- end }}
+{{- if .maxTokens }}
+- name: TARSY_SESSION_MAX_TOKENS
+  value: {{ .maxTokens | int64 | quote }}
+{{- end }}
+{{- end }}
+{{- with .Values.operator.namespaceBudget }}
+{{- if .maxCostUsdPerDay }}
+- name: TARSY_SCOPE_MAX_COST_USD_PER_DAY
+  value: {{ .maxCostUsdPerDay | quote }}
+{{- end }}
+{{- end }}
+{{- with .Values.operator.pricing }}
+- name: TARSY_COST_ESTIMATES
+  value: {{ .enabled | quote }}
+{{- if .catalogUrl }}
+- name: TARSY_PRICE_CATALOG_URL
+  value: {{ .catalogUrl | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* Pod-level settings shared by the chart's workloads. */}}

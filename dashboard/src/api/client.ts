@@ -22,6 +22,7 @@ import type {
   TimelineEvent,
   Quality,
   Triage,
+  Usage,
   Memory,
   MemoryCategory,
   MemoryList,
@@ -140,6 +141,9 @@ export const api = {
     if (query.alert_type) params.set('alert_type', query.alert_type);
     return request<Quality>(`/api/v1/quality?${params.toString()}`);
   },
+  /** What the sessions created in [from, to) cost, with the top sessions by `rank`. */
+  usage: (query: { from: string; to: string; rank: 'cost' | 'tokens' }) =>
+    request<Usage>(`/api/v1/usage?${new URLSearchParams(query).toString()}`),
   review: (id: string, change: ReviewRequest) =>
     request<Review>(`/api/v1/sessions/${enc(id)}/review`, { method: 'POST', body: JSON.stringify(change) }),
   bulkReview: (change: BulkReviewRequest) =>

@@ -242,6 +242,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What investigations cost
+         * @description Over the sessions created in the window (hidden ones included): sessions, tokens and estimated cost, how complete the estimate is (calls without a price), the cost by model, alert type, chain and scope, and the 20 sessions that cost most (or used most tokens). Each call is priced when it is recorded, at the price of that day.
+         */
+        get: operations["usage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/memories": {
         parameters: {
             query?: never;
@@ -721,6 +741,34 @@ export interface components {
          */
         ConversationSource: "messages" | "inline" | "none";
         /**
+         * @description What a session, a stage or an execution cost: the sum of its LLM calls'
+         *     estimates and tokens.
+         */
+        Cost: {
+            /**
+             * Format: double
+             * @description Sum of the estimates, in US dollars.
+             */
+            usd: number;
+            /**
+             * @description Some calls used tokens but have no estimate (a model without a price,
+             *     or estimates off): `usd` is a lower bound.
+             */
+            partial: boolean;
+            /**
+             * Format: int64
+             * @description LLM calls counted (failed attempts included).
+             */
+            calls: number;
+            /**
+             * Format: int64
+             * @description Calls that used tokens but have no estimate.
+             */
+            unpriced_calls: number;
+            /** @description Tokens of the calls. */
+            tokens: components["schemas"]["TokenUsage"];
+        };
+        /**
          * @description The database backend.
          * @enum {string}
          */
@@ -801,6 +849,7 @@ export interface components {
         ErrorCode: "bad_request" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "payload_too_large" | "unsupported_media_type" | "internal" | "unavailable" | "insufficient_storage";
         /** @description An agent execution of a stage. */
         ExecutionDetail: components["schemas"]["AgentExecution"] & {
+            cost: components["schemas"]["Cost"] | null;
             cluster?: components["schemas"]["ExecutionObject"] | null;
         };
         /**
@@ -885,6 +934,11 @@ export interface components {
             response_text: string;
             usage?: components["schemas"]["TokenUsage"] | null;
             /**
+             * Format: double
+             * @description Estimated cost in US dollars when the call was made (none: no estimate).
+             */
+            cost_usd?: number | null;
+            /**
              * Format: int64
              * @description Wall time in milliseconds.
              */
@@ -908,6 +962,11 @@ export interface components {
             /** @description Model name. */
             model: string;
             usage?: components["schemas"]["TokenUsage"] | null;
+            /**
+             * Format: double
+             * @description Estimated cost in US dollars when the call was made (none: no estimate).
+             */
+            cost_usd?: number | null;
             /**
              * Format: int64
              * @description Wall time in milliseconds.
@@ -1413,6 +1472,9 @@ export interface components {
             executive_summary_error?: string | null;
             /** @description Why the session failed. */
             error_message?: string | null;
+            end_reason?: components["schemas"]["SessionEndReason"] | null;
+            /** @description Why a pending session waits (its scope's daily budget is spent). */
+            hold_reason?: string | null;
             /**
              * Format: int64
              * @description Index of the stage running now.
@@ -1459,8 +1521,14 @@ export interface components {
             stages: components["schemas"]["StageDetail"][];
             /** @description What degraded the investigation (empty: nothing). */
             warnings: components["schemas"]["SessionWarning"][];
+            cost: components["schemas"]["Cost"] | null;
             cluster?: components["schemas"]["AlertObject"] | null;
         };
+        /**
+         * @description Why a session that ran its course ended early (with its status).
+         * @enum {string}
+         */
+        SessionEndReason: "budget_exhausted";
         /** @description Answer of `GET /api/v1/sessions`. */
         SessionList: {
             /** @description This page's sessions, without their large text fields. */
@@ -1545,6 +1613,9 @@ export interface components {
             executive_summary?: string | null;
             /** @description Why it failed. */
             error_message?: string | null;
+            end_reason?: components["schemas"]["SessionEndReason"] | null;
+            /** @description Why a pending session waits (its scope's daily budget is spent). */
+            hold_reason?: string | null;
             /**
              * Format: int64
              * @description Index of the stage running now.
@@ -1574,6 +1645,7 @@ export interface components {
             deleted_at?: string | null;
             score?: components["schemas"]["ScoreBadge"] | null;
             review?: components["schemas"]["ReviewBadge"] | null;
+            cost?: components["schemas"]["Cost"] | null;
         };
         /**
          * @description The trace list of a session (trace level 1): interactions grouped stage →
@@ -1657,6 +1729,7 @@ export interface components {
         StageDetail: components["schemas"]["Stage"] & {
             /** @description Its agent executions, in launch order. */
             executions: components["schemas"]["ExecutionDetail"][];
+            cost: components["schemas"]["Cost"] | null;
         };
         /**
          * @description What a stage record is for. Stored with the stage (never guessed from
@@ -1773,6 +1846,11 @@ export interface components {
              * @description Native thinking tokens.
              */
             thinking_tokens: number;
+            /**
+             * Format: int64
+             * @description Prompt tokens read from the provider's cache (part of `input_tokens`).
+             */
+            cached_input_tokens?: number;
         };
         /** @description A tool invocation requested by the model. */
         ToolCall: {
@@ -1844,6 +1922,74 @@ export interface components {
             count: number;
             /** @description The newest of them. */
             sessions: components["schemas"]["SessionSummary"][];
+        };
+        /** @description Answer of `GET /api/v1/usage`. */
+        Usage: components["schemas"]["UsageSummary"] & {
+            /**
+             * Format: date-time
+             * @description The window's first instant.
+             */
+            from: string;
+            /**
+             * Format: date-time
+             * @description The first instant after the window.
+             */
+            to: string;
+        };
+        /** @description The usage of one value of a breakdown (a model, an alert type, ...). */
+        UsageGroup: {
+            /** @description The value: the model, alert type, chain or scope. */
+            key: string;
+            /** @description The LLMProvider (model breakdown only). */
+            provider?: string | null;
+            /**
+             * Format: int64
+             * @description Sessions of the window with this value.
+             */
+            sessions: number;
+            /** @description What their LLM calls cost. */
+            cost: components["schemas"]["Cost"];
+        };
+        /** @description A session of the top list. */
+        UsageSession: {
+            /** @description Session id. */
+            session_id: string;
+            /** @description Its alert type. */
+            alert_type: string;
+            /** @description Its chain. */
+            chain_id: string;
+            /** @description Its status. */
+            status: components["schemas"]["SessionStatus"];
+            /**
+             * Format: date-time
+             * @description Submitted.
+             */
+            created_at: string;
+            /** @description What its LLM calls cost. */
+            cost: components["schemas"]["Cost"];
+        };
+        /** @description The usage of a window of sessions. */
+        UsageSummary: {
+            /**
+             * Format: int64
+             * @description Sessions created in the window (hidden ones included: they were paid for).
+             */
+            sessions: number;
+            /**
+             * @description What their LLM calls cost; `cost.partial` and `cost.unpriced_calls`
+             *     say how complete the estimate is.
+             */
+            cost: components["schemas"]["Cost"];
+            /** @description By model (and LLMProvider), costliest first. */
+            by_model: components["schemas"]["UsageGroup"][];
+            /** @description By alert type, costliest first. */
+            by_alert_type: components["schemas"]["UsageGroup"][];
+            /** @description By chain, costliest first. */
+            by_chain: components["schemas"]["UsageGroup"][];
+            /** @description By scope (cluster: namespace[/project]; local: project), costliest first. */
+            by_scope: components["schemas"]["UsageGroup"][];
+            /** @description The [`TOP_SESSIONS`] sessions that cost most (or used most tokens). */
+            top_sessions: components["schemas"]["UsageSession"][];
         };
         /** @description Live WebSocket use. */
         WebSocketStats: {
@@ -2851,6 +2997,75 @@ export interface operations {
                 };
             };
             /** @description An unknown parameter or a window out of range. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unavailable (retry after `Retry-After` seconds). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database's disk is full. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    usage: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Sessions created at or after this instant (RFC 3339; default: seven
+                 *     days before `to`).
+                 */
+                from?: string;
+                /**
+                 * @description Sessions created before this instant (RFC 3339; default: now). The
+                 *     window is at most 366 days.
+                 */
+                to?: string;
+                /** @description What the top sessions are ranked by: `cost` (default) or `tokens`. */
+                rank?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The aggregates. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Usage"];
+                };
+            };
+            /** @description An unknown parameter, an instant that is not RFC 3339, a window that ends before it starts or is longer than 366 days, an unknown `rank`. */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -39,6 +39,12 @@ export type SessionDetail = Schemas['SessionDetail'];
 export type SessionWarning = Schemas['SessionWarning'];
 export type TimelineEvent = Schemas['TimelineEvent'];
 export type TokenUsage = Schemas['TokenUsage'];
+/**
+ * What a session, a stage or an execution cost: estimated US dollars and
+ * tokens of its LLM calls (`partial`: some calls have no price, `usd` is a
+ * lower bound). Null before the first call.
+ */
+export type Cost = Schemas['Cost'];
 export type LlmInteractionSummary = Schemas['LlmInteractionSummary'];
 export type McpInteractionSummary = Schemas['McpInteractionSummary'];
 export type SessionTrace = Schemas['SessionTrace'];
@@ -71,6 +77,12 @@ export type Triage = Schemas['Triage'];
 export type TriageGroup = Schemas['TriageGroup'];
 /** The quality page's aggregates. */
 export type Quality = Schemas['Quality'];
+/** The usage page's aggregates over a window of sessions. */
+export type Usage = Schemas['Usage'];
+/** One value of a usage breakdown (a model, an alert type, a chain, a scope). */
+export type UsageGroup = Schemas['UsageGroup'];
+/** A session of the usage page's top list. */
+export type UsageSession = Schemas['UsageSession'];
 /** A short lesson learned from a scored investigation (its content is masked). */
 export type Memory = Schemas['Memory'];
 export type MemoryCategory = Schemas['MemoryCategory'];

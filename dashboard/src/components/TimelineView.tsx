@@ -1,8 +1,9 @@
 import { useVirtualizer } from '@tanstack/react-virtual';
 import { memo, useEffect, useLayoutEffect, useRef, type KeyboardEvent } from 'react';
 import type { AgentExecution, Stage } from '../api/types';
-import { isChat, isParallel, isSynthesis, type Row } from '../state/rows';
+import { executionLabel, isParallel, isSynthesis, stageTitle, type Row } from '../state/rows';
 import { isFinal, type TimelineItem } from '../state/timeline';
+import { CostSummary } from './Cost';
 import { prettyJson } from './format';
 import { Kubectl } from './Kubectl';
 import { Markdown } from './Markdown';
@@ -131,12 +132,6 @@ const RowView = memo(function RowView({
   }
 });
 
-function executionLabel(stage: Stage, execution: AgentExecution): string {
-  if (execution.kind === 'synthesis') return `${execution.agent_name} (synthesis)`;
-  if (stage.parallel_type === 'replica') return `${execution.agent_name} (replica ${execution.agent_index})`;
-  return execution.agent_name;
-}
-
 function StageHeader({
   stage,
   number,
@@ -150,7 +145,6 @@ function StageHeader({
   target: string | null;
   onSelect: (stageId: string, executionId: string) => void;
 }) {
-  const chat = isChat(stage);
   const synthesis = isSynthesis(stage);
   const parallel = isParallel(stage);
   const onKey = (e: KeyboardEvent<HTMLButtonElement>, index: number) => {
@@ -167,7 +161,7 @@ function StageHeader({
   return (
     <div className={`stage-header${target === stage.id ? ' highlighted' : ''}`} id={`stage-${stage.id}`}>
       <h3 className="stage-title">
-        {chat ? 'Follow-up chat' : `Stage ${number}: ${stage.stage_name}`}{' '}
+        {stageTitle(stage, number)}{' '}
         <StatusBadge status={stage.status} />
         {synthesis && <span className="badge badge-info">synthesis</span>}
         {parallel && (
@@ -180,6 +174,11 @@ function StageHeader({
           #
         </a>
       </h3>
+      {stage.cost && (
+        <p className="muted small stage-cost">
+          Stage cost: <CostSummary cost={stage.cost} />
+        </p>
+      )}
       {stage.error_message && <p className="error">{stage.error_message}</p>}
       {parallel && (
         <div role="tablist" aria-label={`Agents of stage ${stage.stage_name}`} className="tablist">
@@ -214,6 +213,12 @@ function ExecutionHeader({ stage, execution, forced }: { stage: Stage; execution
       <p className="muted small">
         {execution.iteration_strategy}
         {execution.llm_provider ? ` · ${execution.llm_provider}` : ''}
+        {execution.cost && (
+          <>
+            {' · '}
+            <CostSummary cost={execution.cost} />
+          </>
+        )}
       </p>
       {execution.error_message && <p className="error">{execution.error_message}</p>}
       {cluster && (

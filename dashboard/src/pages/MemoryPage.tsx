@@ -4,6 +4,7 @@ import { Link } from 'react-router';
 import { api, ApiError } from '../api/client';
 import { MEMORY_CATEGORIES, MEMORY_VALENCES, type Memory, type MemoryPatch } from '../api/types';
 import { formatAge, formatConfidence, formatTime } from '../components/format';
+import { Filter } from '../components/Filter';
 import { useListParams, useNow } from '../components/hooks';
 import { CategoryBadge, DeprecatedBadge, ValenceBadge } from '../components/MemoryBadges';
 import { ConfirmDialog, MemoryEditDialog } from '../components/MemoryDialog';
@@ -447,15 +448,5 @@ function Age({ iso, now }: { iso: string; now: number }) {
     <time dateTime={iso} title={formatTime(iso)}>
       {formatAge(iso, now)}
     </time>
-  );
-}
-
-/** One labelled control of the filter bar. */
-function Filter({ id, label, children }: { id: string; label: string; children: ReactNode }) {
-  return (
-    <div className="filter">
-      <label htmlFor={id}>{label}</label>
-      {children}
-    </div>
   );
 }

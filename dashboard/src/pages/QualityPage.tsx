@@ -3,6 +3,7 @@ import { useMemo } from 'react';
 import { Link, useSearchParams } from 'react-router';
 import { api } from '../api/client';
 import { RATINGS } from '../api/types';
+import { Bar } from '../components/Bar';
 import { useConfiguration } from '../components/hooks';
 import { scoreBand } from '../components/ScoreBadge';
 
@@ -12,12 +13,6 @@ const BANDS: [string, string][] = [
   ['partial', 'Scored 35–59'],
   ['poor', 'Scored 0–34'],
 ];
-
-/** A bar as wide as `value` of `max` (the number beside it carries the meaning). */
-function Bar({ value, max }: { value: number; max: number }) {
-  const width = max > 0 ? Math.max(2, Math.round((100 * value) / max)) : 0;
-  return <span className="bar" style={{ width: `${width}%` }} aria-hidden="true" />;
-}
 
 /**
  * How good the investigations were: the judge's scores over time by chain

@@ -6,12 +6,15 @@ import { useChannel } from '../api/live';
 import { TERMINAL_STATUSES, type SessionDetail } from '../api/types';
 import { ChatPanel } from '../components/ChatPanel';
 import { CopyButton } from '../components/CopyButton';
+import { CostSummary } from '../components/Cost';
 import { formatDuration, formatTime, prettyJson, sessionDuration } from '../components/format';
 import { useNow } from '../components/hooks';
 import { Kubectl } from '../components/Kubectl';
 import { Markdown } from '../components/Markdown';
 import { ScoreBadge } from '../components/ScoreBadge';
+import { SessionCost } from '../components/SessionCost';
 import { SessionMemories } from '../components/SessionMemories';
+import { EndReason } from '../components/EndReason';
 import { StatusBadge } from '../components/StatusBadge';
 import { TimelineView } from '../components/TimelineView';
 import { reportMarkdown } from '../state/report';
@@ -104,7 +107,7 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
     <article className="session" aria-labelledby="session-title">
       <header className="session-header">
         <h1 id="session-title">
-          {detail.alert_type} <StatusBadge status={detail.status} /> <ScoreBadge score={detail.score} tags={false} />
+          {detail.alert_type} <StatusBadge status={detail.status} /> <EndReason reason={detail.end_reason} hold={detail.hold_reason} /> <ScoreBadge score={detail.score} tags={false} />
         </h1>
         <dl className="meta">
           <dt>Session</dt>
@@ -121,6 +124,10 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
           <dd>{formatTime(detail.completed_at)}</dd>
           <dt>Duration</dt>
           <dd>{formatDuration(sessionDuration(detail, now))}</dd>
+          <dt>Cost</dt>
+          <dd className="session-cost">
+            <CostSummary cost={detail.cost} />
+          </dd>
           {detail.runbook_url && (
             <>
               <dt>Runbook</dt>
@@ -218,6 +225,8 @@ function SessionLoaded({ detail }: { detail: SessionDetail }) {
           <Markdown text={detail.final_analysis} />
         </section>
       )}
+
+      <SessionCost detail={detail} />
 
       <details className="card">
         <summary>

@@ -1,12 +1,15 @@
 import { keepPreviousData, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useCallback, useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { Link } from 'react-router';
 import { api, type SessionQuery } from '../api/client';
 import { useChannel } from '../api/live';
 import { SESSION_STATUSES, type SessionPage } from '../api/types';
+import { CostAmount } from '../components/Cost';
 import { formatDuration, formatTime, sessionDuration, statusLabel } from '../components/format';
 import { ScoreBadge } from '../components/ScoreBadge';
+import { EndReason } from '../components/EndReason';
 import { StatusBadge } from '../components/StatusBadge';
+import { Filter } from '../components/Filter';
 import { useConfiguration, useListParams, useNow } from '../components/hooks';
 import { applySessionScore, applySessionStatus } from '../state/sessionList';
 import type { LiveEvent } from '../state/timeline';
@@ -198,6 +201,9 @@ export function SessionsPage() {
             <th scope="col">Submitted</th>
             <th scope="col">Duration</th>
             <th scope="col">Stage</th>
+            <th scope="col" className="number">
+              Cost
+            </th>
             <th scope="col">Score</th>
           </tr>
         </thead>
@@ -211,7 +217,7 @@ export function SessionsPage() {
             return (
               <tr key={s.id} data-session-id={s.id}>
                 <td>
-                  <StatusBadge status={s.status} />
+                  <StatusBadge status={s.status} /> <EndReason reason={s.end_reason} hold={s.hold_reason} />
                 </td>
                 <td>
                   <Link to={`/sessions/${encodeURIComponent(s.id)}`}>{s.alert_type}</Link>
@@ -222,6 +228,9 @@ export function SessionsPage() {
                 <td>{formatTime(s.created_at)}</td>
                 <td>{formatDuration(sessionDuration(s, now))}</td>
                 <td>{progress}</td>
+                <td className="number">
+                  <CostAmount cost={s.cost} />
+                </td>
                 <td>
                   <ScoreBadge score={s.score} />
                 </td>
@@ -281,15 +290,5 @@ function AuthorFilter({ value, onChange }: { value: string; onChange: (v: string
           if (e.key === 'Enter') onChange(text.trim());
         }}
       />
-  );
-}
-
-/** One labelled control of the filter bar. */
-function Filter({ id, label, children }: { id: string; label: string; children: ReactNode }) {
-  return (
-    <div className="filter">
-      <label htmlFor={id}>{label}</label>
-      {children}
-    </div>
   );
 }

@@ -26,6 +26,32 @@ export function isParallel(stage: Stage): boolean {
   return stage.executions.length > 1;
 }
 
+/** An execution as the page names it: its agent, marked as a synthesis or a replica. */
+export function executionLabel(stage: Stage, execution: AgentExecution): string {
+  if (execution.kind === 'synthesis') return `${execution.agent_name} (synthesis)`;
+  if (stage.parallel_type === 'replica') return `${execution.agent_name} (replica ${execution.agent_index})`;
+  return execution.agent_name;
+}
+
+/** A stage as the page names it: "Stage 2: cross-check", or "Follow-up chat". */
+export function stageTitle(stage: Stage, number: number): string {
+  return isChat(stage) ? 'Follow-up chat' : `Stage ${number}: ${stage.stage_name}`;
+}
+
+/**
+ * The stages in order with the number the reader sees: chat stages are
+ * not counted (they are titled apart).
+ */
+export function numberedStages(stages: Stage[]): { stage: Stage; number: number }[] {
+  let number = 0;
+  return [...stages]
+    .sort((a, b) => a.stage_index - b.stage_index)
+    .map((stage) => {
+      if (!isChat(stage)) number += 1;
+      return { stage, number };
+    });
+}
+
 /**
  * Rows for the stages in order. A parallel stage shows one execution at a
  * time: `selected` (stage id → execution id), else its first execution.
@@ -38,11 +64,7 @@ export function buildRows(
 ): Row[] {
   const groups = groupByExecution(timeline);
   const rows: Row[] = [];
-  const ordered = [...stages].sort((a, b) => a.stage_index - b.stage_index);
-  let number = 0;
-  for (const stage of ordered) {
-    // Stages are numbered as the reader sees them: chat stages apart.
-    if (!isChat(stage)) number += 1;
+  for (const { stage, number } of numberedStages(stages)) {
     const chosen = isParallel(stage)
       ? (stage.executions.find((e) => e.id === selected.get(stage.id)) ?? stage.executions[0] ?? null)
       : null;

@@ -90,6 +90,7 @@ impl Model {
                 output_tokens: 20,
                 total_tokens: 120,
                 thinking_tokens: 0,
+                cached_input_tokens: 0,
             }));
             pieces
         }

@@ -42,6 +42,7 @@ fn provider(base_url: String) -> LlmProviderConfig {
         context_window_tokens: None,
         script: None,
         fallback: vec![],
+        price: None,
     }
 }
 
@@ -60,6 +61,7 @@ fn config(base_url: String, max_iterations: u32) -> ResolvedAgentConfig {
         custom_instructions: String::new(),
         native_tools_override: None,
         fail_on_unavailable_server: false,
+        budget: None,
     }
 }
 

@@ -132,6 +132,7 @@ impl Env {
                     executive_summary: None,
                     executive_summary_error: None,
                     error_message: None,
+                    end_reason: None,
                 },
             )
             .await
@@ -282,6 +283,8 @@ async fn operator_part(client: Client, store: Store) {
                     chat: chat.as_ref(),
                     scoring: &scoring,
                     reflectors: &[],
+                    cost: None,
+                    hold: None,
                     now: k8s_openapi::jiff::Timestamp::now(),
                 });
                 let finished = alert

@@ -21,12 +21,13 @@ use tarsy_chain::{
 };
 use tarsy_config::{Config, ResolveError};
 use tarsy_core::{
-    ExecutionStatus, McpSelection, ResolvedAgentConfig, ScoreStatus, SessionStatus, StageKind,
+    Cost, ExecutionStatus, McpSelection, ResolvedAgentConfig, ScoreStatus, SessionEndReason,
+    SessionStatus, StageKind,
 };
 use tarsy_crds::contract::{ExecutionRequest, execution_for, execution_name};
 use tarsy_crds::{
-    AgentExecution, Alert, AlertPhase, AlertStatus, ChatRequestSpec, MAX_STATUS_TEXT_CHARS,
-    ResolvedConfigSpec, StageRef, StageStatus, UnstartedExecution, clip,
+    AgentExecution, Alert, AlertPhase, AlertStatus, ChatRequestSpec, CostStatus,
+    MAX_STATUS_TEXT_CHARS, ResolvedConfigSpec, StageRef, StageStatus, UnstartedExecution, clip,
 };
 use tarsy_exec::intake::new_session;
 use tarsy_exec::memory::{REFLECTOR_TIMEOUT, Reflector};
@@ -43,6 +44,9 @@ pub use tarsy_crds::STOP_ANNOTATION;
 /// How often a Pending alert re-checks admission and a running one re-checks
 /// its deadline at the latest.
 pub const PENDING_RECHECK: Duration = Duration::from_secs(10);
+/// How often an Alert held by its namespace's spent daily budget looks
+/// again (a raised limit, or the next day).
+pub const BUDGET_RECHECK: Duration = Duration::from_secs(60);
 
 pub use tarsy_exec::workflow::StoreOp;
 
@@ -101,6 +105,11 @@ pub struct AlertInputs<'a> {
     /// The session's reflectors that have not ended, as Postgres has them
     /// (finished Alerts).
     pub reflectors: &'a [OpenReflector],
+    /// What the session's LLM calls cost so far (none before the first).
+    pub cost: Option<Cost>,
+    /// Why a pending session must wait for its scope's daily budget (none:
+    /// it need not).
+    pub hold: Option<&'a str>,
     /// The clock.
     pub now: Timestamp,
 }
@@ -203,6 +212,9 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
         ..AlertOutcome::default()
     };
     out.status.observed_generation = alert.metadata.generation;
+    if let Some(cost) = &inputs.cost {
+        out.status.cost = Some(CostStatus::of(cost));
+    }
     let phase = out.status.phase.unwrap_or(AlertPhase::Pending);
     if phase.is_terminal() {
         if let Some(request) = inputs.chat {
@@ -309,9 +321,29 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
                     executive_summary: None,
                     executive_summary_error: None,
                     error_message: Some(StopReason::Cancelled.message().into()),
+                    end_reason: None,
                 },
             });
             out.event(false, "Cancelled", "cancelled before it started");
+            return out;
+        }
+        // A scope whose daily budget is spent holds its new sessions.
+        if let Some(why) = inputs.hold {
+            out.status.phase = Some(AlertPhase::Pending);
+            conditions::set(
+                &mut out.status.conditions,
+                conditions::ADMITTED,
+                false,
+                "BudgetExhausted",
+                why,
+                generation,
+                now,
+            );
+            out.store.push(StoreOp::HoldSession {
+                session_id: uid,
+                reason: why.to_string(),
+            });
+            out.requeue = Some(BUDGET_RECHECK);
             return out;
         }
         if !inputs.admitted {
@@ -413,6 +445,7 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
     };
     for _ in 0..16 {
         let mut view = session_view(&out.status, &executions, cancel, deadline_passed, &summary);
+        view.spent = inputs.cost;
         let actions = decide(&plan, &view);
         if actions.is_empty() {
             break;
@@ -460,8 +493,17 @@ pub fn reconcile_alert(inputs: &AlertInputs<'_>) -> AlertOutcome {
                     status,
                     final_analysis,
                     error,
+                    end_reason,
                 } => {
                     finish_session(&mut out, status, final_analysis, error, generation, now);
+                    if end_reason == Some(SessionEndReason::BudgetExhausted) {
+                        let why = plan
+                            .budget
+                            .zip(inputs.cost)
+                            .and_then(|(budget, spent)| budget.exhausted_by(&spent))
+                            .unwrap_or_else(|| "the session's budget is spent".into());
+                        budget_exhausted(&mut out, &why, generation, now);
+                    }
                     if status == SessionStatus::Completed
                         && inputs.config.scoring_enabled(&chain.spec)
                     {
@@ -922,6 +964,7 @@ pub fn session_view(
         deadline_passed,
         stages,
         executive_summary: summary.clone(),
+        spent: None,
     }
 }
 
@@ -1095,6 +1138,22 @@ fn finish_session(
     );
 }
 
+/// A session that ended on its budget says so: the `Ready` condition's
+/// reason and a Warning event (later stages did not start).
+fn budget_exhausted(out: &mut AlertOutcome, why: &str, generation: Option<i64>, now: Timestamp) {
+    let message = format!("{why}: the agents concluded early and later stages did not start");
+    conditions::set(
+        &mut out.status.conditions,
+        conditions::READY,
+        true,
+        "BudgetExhausted",
+        message.clone(),
+        generation,
+        now,
+    );
+    out.event(true, "BudgetExhausted", message);
+}
+
 fn fail(
     out: &mut AlertOutcome,
     uid: &str,
@@ -1125,6 +1184,7 @@ fn fail(
                 executive_summary: None,
                 executive_summary_error: None,
                 error_message: Some(message.clone()),
+                end_reason: None,
             },
         });
     }

@@ -128,6 +128,19 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
     let chat = chat_request(&ctx.store, &alert, &executions).await?;
     let scoring = scoring_state(&ctx.store, &alert).await?;
     let reflectors = open_reflectors(&ctx.store, &alert).await?;
+    let cost = ctx.store.session_cost(&uid).await?;
+    let hold = match alert.status.as_ref().and_then(|s| s.phase) {
+        None | Some(AlertPhase::Pending) => {
+            tarsy_exec::budget::daily_hold(
+                &ctx.store,
+                &ns,
+                config.defaults.max_cost_usd_per_day,
+                chrono::Utc::now(),
+            )
+            .await?
+        }
+        Some(_) => None,
+    };
 
     // Only a Pending alert competes for a slot: its admission decision and
     // the writes that start it hold the lock so that concurrent reconciles
@@ -156,6 +169,8 @@ async fn apply_alert(cached: Arc<Alert>, ctx: &Context) -> Result<Action, Error>
         chat: chat.as_ref(),
         scoring: &scoring,
         reflectors: &reflectors,
+        cost,
+        hold: hold.as_deref(),
         now: Timestamp::now(),
     });
     if out.expire {

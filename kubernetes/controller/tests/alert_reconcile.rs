@@ -83,6 +83,8 @@ struct World {
     summary: SummaryProgress,
     scoring: ScoringState,
     reflectors: Vec<OpenReflector>,
+    cost: Option<tarsy_core::Cost>,
+    hold: Option<String>,
     now: Timestamp,
 }
 
@@ -95,6 +97,8 @@ impl World {
             summary: SummaryProgress::Idle,
             scoring: ScoringState::default(),
             reflectors: Vec::new(),
+            cost: None,
+            hold: None,
             now: Timestamp::from_second(1_800_000_000).unwrap(),
         }
     }
@@ -111,6 +115,8 @@ impl World {
             chat: None,
             scoring: &self.scoring,
             reflectors: &self.reflectors,
+            cost: self.cost,
+            hold: self.hold.as_deref(),
             now: self.now,
         });
         for ae in &out.create {
@@ -203,6 +209,149 @@ fn waits_pending_until_admitted() {
     let out = w.step(true);
     assert_eq!(w.phase(), AlertPhase::InProgress);
     assert_eq!(out.create.len(), 1);
+}
+
+#[test]
+fn the_status_carries_the_session_cost_once_there_is_one() {
+    let mut w = World::new(alert("PodCrash"), &[two_stage_chain()]);
+    w.step(true);
+    assert_eq!(w.alert.status.as_ref().unwrap().cost, None);
+    let mut cost = tarsy_core::Cost {
+        usd: 0.012_345,
+        calls: 3,
+        ..tarsy_core::Cost::default()
+    };
+    cost.tokens.total_tokens = 4_200;
+    w.cost = Some(cost);
+    w.step(true);
+    let status = w.alert.status.clone().unwrap().cost.unwrap();
+    assert_eq!(
+        (status.usd.as_str(), status.partial, status.tokens),
+        ("0.0123", false, 4_200)
+    );
+    // A model without a price: a lower bound, said so.
+    cost.unpriced_calls = 1;
+    cost.partial = true;
+    w.cost = Some(cost);
+    w.step(true);
+    assert!(
+        w.alert
+            .status
+            .as_ref()
+            .unwrap()
+            .cost
+            .as_ref()
+            .unwrap()
+            .partial
+    );
+}
+
+#[test]
+fn a_spent_daily_budget_holds_the_alert_pending_until_it_is_not() {
+    let mut w = World::new(alert("PodCrash"), &[two_stage_chain()]);
+    w.hold = Some("the budget of $5.0000/day of this scope is spent".into());
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Pending);
+    assert!(out.create.is_empty());
+    let status = w.alert.status.clone().unwrap();
+    let admitted = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Admitted")
+        .unwrap();
+    assert_eq!(
+        (admitted.status.as_str(), admitted.reason.as_str()),
+        ("False", "BudgetExhausted")
+    );
+    assert!(admitted.message.contains("$5.0000/day"));
+    assert!(out.store.iter().any(|op| matches!(op,
+        StoreOp::HoldSession { reason, .. } if reason.contains("$5.0000/day"))));
+    assert!(
+        out.requeue.is_some(),
+        "looks again for a raised limit or the next day"
+    );
+    // The limit raised (or a new day): admitted, the condition says so.
+    w.hold = None;
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::InProgress);
+    assert_eq!(out.create.len(), 1);
+    let status = w.alert.status.clone().unwrap();
+    let admitted = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Admitted")
+        .unwrap();
+    assert_eq!(admitted.status, "True");
+}
+
+#[test]
+fn a_spent_budget_skips_later_stages_and_says_so() {
+    let capped = chain(
+        "k8s",
+        r#"
+alertTypes: [PodCrash]
+sessionTimeout: 15m
+budget: {maxCostUsd: 0.05}
+stages:
+  - name: investigate
+    agent: KubernetesAgent
+  - name: deep dive
+    agent: KubernetesAgent
+"#,
+    );
+    let mut w = World::new(alert("PodCrash"), &[capped]);
+    let out = w.step(true);
+    // The budget goes to the pod with the agent's configuration.
+    let budget = out.create[0].spec.resolved.budget.unwrap();
+    assert_eq!(budget.max_cost_usd, Some(0.05));
+    w.cost = Some(tarsy_core::Cost {
+        usd: 0.07,
+        calls: 4,
+        ..tarsy_core::Cost::default()
+    });
+    w.finish(
+        "crash-s1-kubernetesagent",
+        ExecutionPhase::Completed,
+        "OOM, partly checked",
+    );
+    let out = w.step(true);
+    assert!(
+        out.create.is_empty(),
+        "deep dive never starts: {:?}",
+        out.create
+    );
+    assert_eq!(
+        out.summarize.as_ref().map(|s| s.final_analysis.as_str()),
+        Some("OOM, partly checked")
+    );
+    w.summary = SummaryProgress::Done(Ok("OOM".into()));
+    let out = w.step(true);
+    assert_eq!(w.phase(), AlertPhase::Completed);
+    let status = w.alert.status.clone().unwrap();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "BudgetExhausted")
+    );
+    assert!(
+        ready
+            .message
+            .contains("budget of $0.0500 is spent ($0.0700 so far)"),
+        "{ready:?}"
+    );
+    assert!(
+        out.events
+            .iter()
+            .any(|e| e.reason == "BudgetExhausted" && e.warning)
+    );
+    assert!(out.store.iter().any(|op| matches!(op,
+        StoreOp::FinishSession { outcome, .. }
+            if outcome.end_reason == Some(tarsy_core::SessionEndReason::BudgetExhausted))));
+    assert_eq!(status.stages.len(), 1);
 }
 
 #[test]
@@ -595,6 +744,8 @@ fn a_finished_alert_expires_after_its_ttl() {
             chat: None,
             scoring: &Default::default(),
             reflectors: &[],
+            cost: None,
+            hold: None,
             now,
         })
     };
@@ -659,6 +810,8 @@ fn a_chat_question_on_a_finished_alert_gets_its_execution_from_the_operator() {
             executive_summary: None,
             executive_summary_error: None,
             error_message: None,
+            end_reason: None,
+            hold_reason: None,
             pod_id: None,
             current_stage_index: None,
             current_stage_id: None,
@@ -707,6 +860,8 @@ fn a_chat_question_on_a_finished_alert_gets_its_execution_from_the_operator() {
             chat: Some(&request),
             scoring: &Default::default(),
             reflectors: &[],
+            cost: None,
+            hold: None,
             now,
         })
     };

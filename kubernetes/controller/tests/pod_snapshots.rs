@@ -40,6 +40,7 @@ fn execution() -> AgentExecution {
                 custom_instructions: String::new(),
                 native_tools_override: None,
                 fail_on_unavailable_server: false,
+                budget: None,
             },
             chat: None,
             deadline: None,

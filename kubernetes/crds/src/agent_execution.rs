@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use tarsy_config::model::{DURATION_RULE, NativeTools, format_duration, parse_duration};
 use tarsy_config::{Config, ResolveError};
-use tarsy_core::{Backend, ExecutionKind, IterationStrategy, ResolvedAgentConfig};
+use tarsy_core::{Backend, Budget, ExecutionKind, IterationStrategy, ResolvedAgentConfig};
 
 use crate::common::ExecutionPhase;
 
@@ -169,6 +169,10 @@ pub struct ResolvedConfigSpec {
     /// chain's `onMcpServerUnavailable: fail`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fail_on_unavailable_server: bool,
+    /// What the session may spend (the chain's `budget`): past it the agent
+    /// stops calling tools and concludes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 impl From<&ResolvedAgentConfig> for ResolvedConfigSpec {
@@ -187,6 +191,7 @@ impl From<&ResolvedAgentConfig> for ResolvedConfigSpec {
             custom_instructions: resolved.custom_instructions.clone(),
             native_tools_override: resolved.native_tools_override.clone(),
             fail_on_unavailable_server: resolved.fail_on_unavailable_server,
+            budget: resolved.budget,
         }
     }
 }
@@ -218,6 +223,7 @@ impl ResolvedConfigSpec {
             custom_instructions: self.custom_instructions.clone(),
             native_tools_override: self.native_tools_override.clone(),
             fail_on_unavailable_server: self.fail_on_unavailable_server,
+            budget: self.budget,
         })
     }
 }

@@ -48,6 +48,12 @@ use crate::common::ExecutionPhase;
         description = "The judge's score, 0-100"
     ),
     printcolumn(
+        name = "Cost",
+        type_ = "string",
+        json_path = ".status.cost.usd",
+        description = "Estimated cost of the session's LLM calls, US dollars"
+    ),
+    printcolumn(
         name = "Chain",
         type_ = "string",
         json_path = ".status.chain",
@@ -182,6 +188,10 @@ pub struct AlertStatus {
     /// when it gave a score.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scoring_attempts_ended: Option<u32>,
+    /// What the session's LLM calls cost so far: the investigation's, the
+    /// executive summary's, scoring's, memory's and chat answers'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostStatus>,
     /// When the session started running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
@@ -197,6 +207,32 @@ pub struct AlertStatus {
     /// The metadata.generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// The estimated cost of a session's LLM calls.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CostStatus {
+    /// US dollars, four decimals (a string: status holds no floats).
+    #[schemars(length(max = 32))]
+    pub usd: String,
+    /// Some calls have no estimate (a model without a price, or estimates
+    /// off): `usd` is a lower bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
+    /// Tokens of every call.
+    pub tokens: u64,
+}
+
+impl CostStatus {
+    /// The status of a session's cost.
+    pub fn of(cost: &tarsy_core::Cost) -> Self {
+        Self {
+            usd: tarsy_core::cost::usd(cost.usd),
+            partial: cost.partial,
+            tokens: u64::try_from(cost.tokens.total_tokens).unwrap_or(0),
+        }
+    }
 }
 
 /// Summary of one stage of the session.

@@ -49,7 +49,7 @@ pub use agent_execution::{
     STOP_ANNOTATION, STOP_CANCELLED, STOP_TIMED_OUT, StageRef, TimelineSnippet, TokenUsageStatus,
 };
 pub use alert::{
-    Alert, AlertPhase, AlertResourceSpec, AlertStatus, StageStatus, UnstartedExecution,
+    Alert, AlertPhase, AlertResourceSpec, AlertStatus, CostStatus, StageStatus, UnstartedExecution,
 };
 pub use chain::{Chain, ChainResourceSpec, ChainStatus};
 pub use common::{

@@ -73,7 +73,7 @@ fn manifests_are_valid_crd_yaml() {
 }
 
 #[test]
-fn alert_columns_show_type_phase_stage_score_age() {
+fn alert_columns_show_type_phase_stage_score_cost_age() {
     let alert = all_crds()
         .into_iter()
         .find(|c| c.spec.names.kind == "Alert")
@@ -91,6 +91,7 @@ fn alert_columns_show_type_phase_stage_score_age() {
         ("Phase", ".status.phase"),
         ("Stage", ".status.currentStage"),
         ("Score", ".status.score"),
+        ("Cost", ".status.cost.usd"),
         ("Age", ".metadata.creationTimestamp"),
     ];
     let expected: Vec<(String, String)> = expected

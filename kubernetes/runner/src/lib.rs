@@ -249,6 +249,14 @@ pub async fn run(
             known: &no_memories,
         }),
     };
+    // The operator hands its pricing settings down: calls are priced here.
+    tarsy_pricing::install_catalog(
+        std::env::var(tarsy_config::defaults::env::PRICE_CATALOG_URL)
+            .ok()
+            .filter(|url| !url.trim().is_empty())
+            .as_deref(),
+    )
+    .await;
     let prepared = match prepare(&options, &ae, &providers.items, &servers.items) {
         Ok(p) => p,
         Err(e) => {

@@ -267,6 +267,7 @@ mod tests {
             output_tokens: 5,
             total_tokens: 15,
             thinking_tokens: -1,
+            cached_input_tokens: 0,
         };
         let long = "a".repeat(MAX_STATUS_TEXT_CHARS * 2);
         let now = Time(k8s_openapi::jiff::Timestamp::now());

@@ -154,6 +154,7 @@ async fn setup(name: &str, script: ScriptedLlm) -> Setup {
                 custom_instructions: "Investigate.".into(),
                 native_tools_override: None,
                 fail_on_unavailable_server: false,
+                budget: None,
             },
             chat: None,
             deadline: None,

@@ -461,6 +461,7 @@ fn chain(name: &str, types: &[&str]) -> Chain {
             chat: None,
             scoring: None,
             session_timeout: None,
+            budget: None,
             service_account_name: None,
         }
         .into(),

@@ -39,15 +39,26 @@ def grounding(delta: pb.GroundingDelta) -> pb.GenerateResponse:
 
 
 def usage(
-    input_tokens: int, output_tokens: int, total_tokens: int, thinking_tokens: int = 0
+    input_tokens: int,
+    output_tokens: int,
+    total_tokens: int,
+    thinking_tokens: int = 0,
+    cached_input_tokens: int = 0,
 ) -> pb.GenerateResponse:
-    """Token usage of the call."""
+    """Token usage of the call, the same way for every provider.
+
+    ``input_tokens`` is the whole prompt, cached tokens included;
+    ``cached_input_tokens`` the part of it read from the provider's cache;
+    ``output_tokens`` the answer, thinking excluded; ``thinking_tokens`` the
+    thinking; ``total_tokens`` as the provider reports it.
+    """
     return pb.GenerateResponse(
         usage=pb.UsageInfo(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             total_tokens=total_tokens,
             thinking_tokens=thinking_tokens,
+            cached_input_tokens=cached_input_tokens,
         )
     )
 

@@ -152,6 +152,7 @@ class LLMServicer(pb_grpc.LLMServiceServicer):
                             input_tokens=chunk.usage.input_tokens,
                             output_tokens=chunk.usage.output_tokens,
                             thinking_tokens=chunk.usage.thinking_tokens,
+                            cached_input_tokens=chunk.usage.cached_input_tokens,
                         )
                     yield chunk
             outcome = "ok"

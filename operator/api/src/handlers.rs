@@ -15,7 +15,9 @@ use chrono::Utc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tarsy_core::{ConversationMessage, InvalidAlert, McpSelection, SessionStatus, TimelineEvent};
+use tarsy_core::{
+    ConversationMessage, Cost, InvalidAlert, McpSelection, SessionStatus, TimelineEvent,
+};
 use tarsy_store::{
     AgentExecution, LlmInteraction, McpInteraction, Session, SessionFilter, SessionScore,
     SessionSort, SessionSortKey, SessionSummary, SessionTrace, Stage, StoreError,
@@ -710,6 +712,9 @@ pub(crate) struct StageDetail {
     stage: Stage,
     /// Its agent executions, in launch order.
     executions: Vec<ExecutionDetail>,
+    /// What its executions' LLM calls cost (null before the first call).
+    #[schema(required)]
+    cost: Option<Cost>,
 }
 
 /// An agent execution of a stage.
@@ -717,6 +722,9 @@ pub(crate) struct StageDetail {
 pub(crate) struct ExecutionDetail {
     #[serde(flatten)]
     execution: AgentExecution,
+    /// What its LLM calls cost (null before the first call).
+    #[schema(required)]
+    cost: Option<Cost>,
     /// Cluster mode: the AgentExecution and its pod.
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster: Option<ExecutionObject>,
@@ -798,6 +806,10 @@ pub(crate) struct SessionDetail {
     stages: Vec<StageDetail>,
     /// What degraded the investigation (empty: nothing).
     warnings: Vec<SessionWarning>,
+    /// What its LLM calls cost: its stages', scoring's, memory's and the
+    /// executive summary's (null before the first call).
+    #[schema(required)]
+    cost: Option<Cost>,
     /// Cluster mode: the Alert behind the session.
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster: Option<AlertObject>,
@@ -848,6 +860,7 @@ pub(crate) async fn get_session(
     let stages = api.store.list_stages(&id).await?;
     let executions = api.store.list_session_executions(&id).await?;
     let mut objects = session_objects(&api, &id).await;
+    let mut costs = api.store.execution_costs(&id).await?;
     let mut by_stage: BTreeMap<String, Vec<AgentExecution>> = BTreeMap::new();
     for execution in executions {
         by_stage
@@ -860,14 +873,26 @@ pub(crate) async fn get_session(
         .map(|stage| {
             let mut executions = by_stage.remove(&stage.id).unwrap_or_default();
             executions.sort_by_key(|e| e.agent_index);
-            let executions = executions
+            let executions: Vec<ExecutionDetail> = executions
                 .into_iter()
                 .map(|execution| ExecutionDetail {
                     cluster: objects.executions.remove(&execution.id),
+                    cost: costs.remove(&execution.id),
                     execution,
                 })
                 .collect();
-            StageDetail { stage, executions }
+            let cost = executions
+                .iter()
+                .filter_map(|e| e.cost)
+                .reduce(|mut total, c| {
+                    total.add(&c);
+                    total
+                });
+            StageDetail {
+                stage,
+                executions,
+                cost,
+            }
         })
         .collect();
     let chat = match api.store.chat_for_session(&id).await? {
@@ -891,7 +916,9 @@ pub(crate) async fn get_session(
         .into_iter()
         .filter_map(SessionWarning::from_event)
         .collect();
+    let cost = api.store.session_cost(&id).await?;
     Ok(Json(SessionDetail {
+        cost,
         chat_available: chat_available(session.status),
         session,
         chat,
@@ -931,6 +958,22 @@ pub(crate) async fn metrics(State(api): State<AppState>, headers: HeaderMap) -> 
             extra.push_str(&format!(
                 "tarsy_sessions{{status=\"{}\"}} {n}\n",
                 status.as_str()
+            ));
+        }
+    }
+    if let Ok(Ok(totals)) = tokio::time::timeout(HEALTH_DB_TIMEOUT, api.store.cost_totals()).await {
+        extra.push_str(
+            "# HELP tarsy_llm_cost_usd Estimated cost of LLM calls in US dollars by LLMProvider, \
+             model and chain, since the first call (calls without a price add nothing).\n\
+             # TYPE tarsy_llm_cost_usd counter\n",
+        );
+        for t in totals {
+            extra.push_str(&format!(
+                "tarsy_llm_cost_usd_total{{provider=\"{}\",model=\"{}\",chain=\"{}\"}} {}\n",
+                tarsy_telemetry::label_value(&t.provider),
+                tarsy_telemetry::label_value(&t.model),
+                tarsy_telemetry::label_value(&t.chain_id),
+                t.usd
             ));
         }
     }

@@ -32,6 +32,7 @@ mod openapi;
 mod quality;
 mod review;
 mod system;
+mod usage;
 mod ws;
 
 use std::sync::Arc;

@@ -529,25 +529,11 @@ pub(crate) async fn gauge(api: &Api) -> Option<String> {
         let _ = writeln!(
             out,
             "tarsy_memories{{scope=\"{}\",category=\"{}\"}} {n}",
-            label_value(&scope),
+            tarsy_telemetry::label_value(&scope),
             category.as_str()
         );
     }
     Some(out)
-}
-
-/// A label value escaped for the text format.
-fn label_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -562,12 +548,6 @@ mod tests {
         assert!(!within("team-ab", "team-a"));
         assert!(!within("team-b/team-a", "team-a"));
         assert!(!within("team", "team-a"));
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(label_value(r#"a"b\c"#), r#"a\"b\\c"#);
-        assert_eq!(label_value("x\ny"), "x\\ny");
     }
 
     #[test]

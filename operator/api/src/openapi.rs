@@ -15,7 +15,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::{AppState, handlers, memories, quality, review};
+use crate::{AppState, handlers, memories, quality, review, usage};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -56,6 +56,7 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(review::bulk_review))
         .routes(routes!(review::triage))
         .routes(routes!(quality::quality))
+        .routes(routes!(usage::usage))
         .routes(routes!(memories::list_memories))
         .routes(routes!(
             memories::get_memory,

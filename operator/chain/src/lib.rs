@@ -22,7 +22,7 @@ mod aggregate;
 mod machine;
 mod plan;
 
-pub use admission::{PendingSession, admit};
+pub use admission::{PendingSession, admit, daily_budget_hold};
 pub use aggregate::aggregate_stage;
 pub use machine::{
     Action, ExecutionStart, ExecutionView, ExecutiveSummaryView, SessionView, StageStart,

@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 use tarsy_core::{
-    ExecutionKind, ExecutionStatus, ParallelType, SessionStatus, StageKind, StageResult,
-    SuccessPolicy,
+    Cost, ExecutionKind, ExecutionStatus, ParallelType, SessionEndReason, SessionStatus, StageKind,
+    StageResult, SuccessPolicy,
 };
 
 use crate::aggregate::aggregate_stage;
@@ -61,7 +61,7 @@ pub enum ExecutiveSummaryView {
 }
 
 /// Everything [`decide`] needs to know about a session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionView {
     /// Recorded session status.
     pub status: SessionStatus,
@@ -73,6 +73,11 @@ pub struct SessionView {
     pub stages: Vec<StageView>,
     /// Executive summary progress.
     pub executive_summary: ExecutiveSummaryView,
+    /// What the session's LLM calls have cost so far, as last read (none:
+    /// not read, or nothing yet); checked against the plan's budget before
+    /// a stage starts.
+    #[serde(default)]
+    pub spent: Option<Cost>,
 }
 
 /// Why a session is being stopped.
@@ -148,7 +153,7 @@ pub struct StageStart {
 }
 
 /// What the driver must do next.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "action")]
 pub enum Action {
     /// Create a stage record and its executions, then run them.
@@ -183,6 +188,9 @@ pub enum Action {
         final_analysis: Option<String>,
         /// Why it did not complete.
         error: Option<String>,
+        /// Why a session that ran its course ended early.
+        #[serde(default)]
+        end_reason: Option<SessionEndReason>,
     },
 }
 
@@ -241,15 +249,23 @@ pub fn decide(plan: &ChainPlan, view: &SessionView) -> Vec<Action> {
             status,
             final_analysis: final_analysis(view),
             error,
+            end_reason: None,
         }];
     }
 
+    // A stage of several executions is synthesized even past the budget:
+    // its synthesis is what the stage concluded.
     if last.kind == StageKind::Investigation && last.executions.len() > 1 {
         return vec![start_synthesis(plan, view, last)];
     }
 
+    // Past the budget no further stage starts; the session still gets its
+    // executive summary and says why it ended there.
+    let end_reason = budget_exhausted(plan, view).then_some(SessionEndReason::BudgetExhausted);
     let next = last.config_index + 1;
-    if let Some(action) = start_investigation(plan, view, next) {
+    if end_reason.is_none()
+        && let Some(action) = start_investigation(plan, view, next)
+    {
         return vec![action];
     }
 
@@ -261,6 +277,7 @@ pub fn decide(plan: &ChainPlan, view: &SessionView) -> Vec<Action> {
                 status: SessionStatus::Completed,
                 final_analysis: None,
                 error: None,
+                end_reason,
             }],
         },
         ExecutiveSummaryView::Requested => Vec::new(),
@@ -269,8 +286,17 @@ pub fn decide(plan: &ChainPlan, view: &SessionView) -> Vec<Action> {
                 status: SessionStatus::Completed,
                 final_analysis: final_analysis(view),
                 error: None,
+                end_reason,
             }]
         }
+    }
+}
+
+/// Whether the session has spent its plan's budget.
+fn budget_exhausted(plan: &ChainPlan, view: &SessionView) -> bool {
+    match (plan.budget, view.spent) {
+        (Some(budget), Some(spent)) => budget.exhausted_by(&spent).is_some(),
+        _ => false,
     }
 }
 
@@ -320,6 +346,7 @@ fn stop(view: &SessionView, reason: StopReason) -> Vec<Action> {
         status: reason.session_status(),
         final_analysis: final_analysis(view),
         error: Some(reason.message().to_string()),
+        end_reason: None,
     });
     actions
 }

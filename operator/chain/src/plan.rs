@@ -1,16 +1,20 @@
 //! What a Chain asks for, flattened for the state machine.
 
 use serde::{Deserialize, Serialize};
-use tarsy_core::{ParallelType, SuccessPolicy};
+use tarsy_core::{Budget, ParallelType, SuccessPolicy};
 
 /// The stages of a chain with their executions already expanded (multi-agent
 /// stages list each agent, replica stages list `{Base}-1..N`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChainPlan {
     /// Chain name.
     pub chain: String,
     /// Stages in order; never empty (validation rejects empty chains).
     pub stages: Vec<StagePlan>,
+    /// What a session may spend (none: no limit). Once spent, no further
+    /// stage starts.
+    #[serde(default)]
+    pub budget: Option<Budget>,
 }
 
 /// One configured stage.

@@ -2,7 +2,8 @@
 //! scripts execution outcomes, so each test reads like a session's life.
 
 use tarsy_core::{
-    ExecutionKind, ExecutionStatus, ParallelType, SessionStatus, StageKind, SuccessPolicy,
+    Budget, Cost, ExecutionKind, ExecutionStatus, ParallelType, SessionEndReason, SessionStatus,
+    StageKind, SuccessPolicy,
 };
 
 use crate::*;
@@ -50,6 +51,7 @@ struct Sim {
     view: SessionView,
     started: Vec<StageStart>,
     finished: Option<(SessionStatus, Option<String>, Option<String>)>,
+    end_reason: Option<SessionEndReason>,
     summaries_requested: Vec<String>,
 }
 
@@ -59,6 +61,7 @@ impl Sim {
             plan: ChainPlan {
                 chain: "test-chain".into(),
                 stages,
+                budget: None,
             },
             view: SessionView {
                 status: SessionStatus::InProgress,
@@ -66,9 +69,11 @@ impl Sim {
                 deadline_passed: false,
                 stages: Vec::new(),
                 executive_summary: ExecutiveSummaryView::NotRequested,
+                spent: None,
             },
             started: Vec::new(),
             finished: None,
+            end_reason: None,
             summaries_requested: Vec::new(),
         }
     }
@@ -139,9 +144,11 @@ impl Sim {
                 status,
                 final_analysis,
                 error,
+                end_reason,
             } => {
                 self.view.status = status;
                 self.finished = Some((status, final_analysis, error));
+                self.end_reason = end_reason;
             }
         }
     }
@@ -247,6 +254,52 @@ fn stages_run_in_order_with_previous_results_as_context() {
     assert_eq!(sim.summaries_requested, vec!["recommendation"]);
     sim.summary(Ok("summary"));
     assert_eq!(sim.status(), SessionStatus::Completed);
+}
+
+#[test]
+fn a_spent_budget_starts_no_further_stage_but_still_summarizes() {
+    let mut sim = Sim::new(vec![
+        stage("collect", SuccessPolicy::Any, &["A"]),
+        stage("diagnose", SuccessPolicy::Any, &["B", "C"]),
+        stage("recommend", SuccessPolicy::Any, &["D"]),
+    ]);
+    sim.plan.budget = Some(Budget {
+        max_cost_usd: Some(0.05),
+        max_tokens: None,
+    });
+    let spent = |usd: f64| Cost {
+        usd,
+        ..Cost::default()
+    };
+    sim.view.spent = Some(spent(0.01));
+    sim.settle();
+    sim.end(1, 1, ExecutionStatus::Completed, "facts");
+    assert_eq!(sim.started.len(), 2, "under the budget the chain goes on");
+    // The parallel stage spends the rest: it is still synthesized (its
+    // conclusion), but the next stage does not start.
+    sim.view.spent = Some(spent(0.06));
+    sim.end(2, 1, ExecutionStatus::Completed, "b");
+    sim.end(2, 2, ExecutionStatus::Completed, "c");
+    assert_eq!(sim.started.len(), 3);
+    assert_eq!(sim.started[2].kind, StageKind::Synthesis);
+    sim.end(3, 1, ExecutionStatus::Completed, "synthesized");
+    assert_eq!(sim.started.len(), 3, "recommend never starts");
+    assert_eq!(sim.summaries_requested, vec!["synthesized"]);
+    sim.summary(Ok("summary"));
+    assert_eq!(sim.status(), SessionStatus::Completed);
+    assert_eq!(sim.end_reason, Some(SessionEndReason::BudgetExhausted));
+    assert_eq!(sim.finished.unwrap().1.as_deref(), Some("synthesized"));
+
+    // A budget not reached, or not known: no reason.
+    let mut sim = Sim::new(vec![stage("only", SuccessPolicy::Any, &["A"])]);
+    sim.plan.budget = Some(Budget {
+        max_cost_usd: Some(0.05),
+        max_tokens: None,
+    });
+    sim.settle();
+    sim.end(1, 1, ExecutionStatus::Completed, "done");
+    sim.summary(Ok("summary"));
+    assert_eq!(sim.end_reason, None);
 }
 
 #[test]

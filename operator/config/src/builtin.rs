@@ -267,6 +267,7 @@ fn provider(
         native_tools,
         context_window_tokens: Some(context_window),
         fallback: None,
+        pricing: None,
         script: None,
     }
 }

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use tarsy_core::config::{HttpTransport, TlsOptions};
 use tarsy_core::{
-    LlmProviderConfig, McpServerConfig, McpTransport, SecretValue, SummarizationConfig,
+    LlmProviderConfig, McpServerConfig, McpTransport, ModelPrice, SecretValue, SummarizationConfig,
 };
 use tarsy_masking::{CustomPattern, MaskingConfig};
 
+use crate::defaults::PricingSettings;
 use crate::error::{ResolveError, SecretError};
 use crate::model::{
     DataMaskingSpec, EnvVarSpec, HttpTransportKind, LLMProviderSpec, MCPServerSpec, SecretKeyRef,
@@ -194,11 +195,12 @@ pub fn written_masking_config(spec: &DataMaskingSpec) -> MaskingConfig {
 }
 
 /// Converts one LLM provider spec; `fallback` holds the already converted
-/// fallback providers.
+/// fallback providers, `pricing` says where its price comes from.
 pub fn llm_provider_config(
     name: &str,
     spec: &LLMProviderSpec,
     fallback: Vec<LlmProviderConfig>,
+    pricing: &PricingSettings,
 ) -> LlmProviderConfig {
     LlmProviderConfig {
         name: name.to_string(),
@@ -219,7 +221,24 @@ pub fn llm_provider_config(
         context_window_tokens: spec.context_window_tokens,
         script: spec.script.clone(),
         fallback,
+        price: price_for(spec, pricing),
     }
+}
+
+/// The price of a provider's model: its own `pricing`, else the defaults'
+/// price of the model, else the price book's; none with estimates off.
+fn price_for(spec: &LLMProviderSpec, pricing: &PricingSettings) -> Option<ModelPrice> {
+    if !pricing.enabled {
+        return None;
+    }
+    spec.pricing
+        .clone()
+        .or_else(|| pricing.models.get(&spec.model).cloned())
+        .or_else(|| {
+            tarsy_pricing::current()
+                .price(spec.provider_type, &spec.model)
+                .cloned()
+        })
 }
 
 fn parse_field_duration(field: &str, value: &str) -> Result<Duration, ResolveError> {
@@ -245,10 +264,20 @@ impl Config {
                 let spec = self
                     .llm_provider(fb)
                     .ok_or_else(|| ResolveError::ProviderNotFound(fb.clone()))?;
-                Ok(llm_provider_config(fb, &spec.spec, Vec::new()))
+                Ok(llm_provider_config(
+                    fb,
+                    &spec.spec,
+                    Vec::new(),
+                    &self.defaults.pricing,
+                ))
             })
             .collect::<Result<Vec<_>, ResolveError>>()?;
-        Ok(llm_provider_config(name, &provider.spec, fallback))
+        Ok(llm_provider_config(
+            name,
+            &provider.spec,
+            fallback,
+            &self.defaults.pricing,
+        ))
     }
 
     /// The masking configuration of MCP server `name`, if it has a masking block.

@@ -40,17 +40,23 @@
 //! | `TARSY_MEMORY_PROJECT` | `memory.project` (local mode's scope) | `default` |
 //! | `TARSY_MEMORY_EMBEDDING_PROVIDER` | `memory.embedding.llmProvider` | unset (full text only) |
 //! | `TARSY_MEMORY_EMBEDDING_MODEL` | `memory.embedding.model` | unset |
+//! | `TARSY_COST_ESTIMATES` | `pricing.enabled` | `true` |
+//! | `TARSY_SESSION_MAX_COST_USD` | `budget.maxCostUsd` (chains may say otherwise) | unset (no limit) |
+//! | `TARSY_SESSION_MAX_TOKENS` | `budget.maxTokens` (chains may say otherwise) | unset (no limit) |
+//! | `TARSY_SCOPE_MAX_COST_USD_PER_DAY` | `maxCostUsdPerDay` (each namespace; local: the project) | unset (no limit) |
+//! | `TARSY_PRICE_CATALOG_URL` | `pricing.catalogUrl` | unset (the bundled price book) |
 //!
 //! The Slack bot token is never part of the defaults: it is read from
 //! `TARSY_SLACK_BOT_TOKEN` only, where the process starts.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tarsy_core::config::{
     DEFAULT_ITERATION_TIMEOUT, DEFAULT_MAX_ITERATIONS, DEFAULT_SESSION_TIMEOUT,
 };
-use tarsy_core::{IterationStrategy, SuccessPolicy};
+use tarsy_core::{Budget, IterationStrategy, ModelPrice, SuccessPolicy};
 use tarsy_masking::AlertMaskingConfig;
 
 use crate::error::{Location, Problem};
@@ -107,6 +113,36 @@ pub struct Defaults {
     /// Investigation memory: learning after scoring, recall before an
     /// investigation.
     pub memory: MemorySettings,
+    /// Cost estimates of LLM calls.
+    pub pricing: PricingSettings,
+    /// What a session may spend when its chain does not say.
+    pub budget: Budget,
+    /// What the sessions of one scope (a namespace; local mode's project)
+    /// created on one day (UTC) may spend; past it new ones wait Pending.
+    pub max_cost_usd_per_day: Option<f64>,
+}
+
+/// Where LLM calls' prices come from. A provider's `spec.pricing` comes
+/// first, then `models` by model name, then the price book.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PricingSettings {
+    /// Whether calls get a cost estimate (off: none, and costs read partial).
+    pub enabled: bool,
+    /// Prices by model name, over the price book's.
+    pub models: BTreeMap<String, ModelPrice>,
+    /// A catalog in LiteLLM's price map format to refresh the bundled price
+    /// book from at start (cached; the bundled book when unreachable).
+    pub catalog_url: Option<String>,
+}
+
+impl Default for PricingSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            models: BTreeMap::new(),
+            catalog_url: None,
+        }
+    }
 }
 
 /// Investigation memory's switches.
@@ -260,6 +296,9 @@ impl Default for Defaults {
             notifications: Notifications::default(),
             scoring_enabled: false,
             memory: MemorySettings::default(),
+            pricing: PricingSettings::default(),
+            budget: Budget::default(),
+            max_cost_usd_per_day: None,
         }
     }
 }
@@ -296,6 +335,12 @@ impl Default for Defaults {
 ///     requireReview: false
 ///     project: payments
 ///     embedding: {llmProvider: gemini-pro, model: text-embedding-004}
+///   pricing:
+///     enabled: true
+///     models: {my-model: {inputPerMillion: 1.0, outputPerMillion: 4.0}}
+///     catalogUrl: https://prices.example.com/model_prices.json
+///   budget: {maxCostUsd: 2.5, maxTokens: 2000000}
+///   maxCostUsdPerDay: 50
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -348,6 +393,31 @@ pub struct DefaultsSpec {
     /// Investigation memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemorySpec>,
+    /// Cost estimates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<PricingSpec>,
+    /// What a session may spend when its chain does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+    /// What the sessions of one scope created on one day (UTC) may spend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd_per_day: Option<f64>,
+}
+
+/// Cost estimate overrides.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PricingSpec {
+    /// Whether LLM calls get a cost estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Prices by model name (US dollars per million tokens), over the price
+    /// book's; an LLMProvider's `spec.pricing` still comes first.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, ModelPrice>,
+    /// A catalog in LiteLLM's price map format to refresh the price book from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_url: Option<String>,
 }
 
 /// Investigation memory overrides.
@@ -534,6 +604,16 @@ pub mod env {
     pub const MEMORY_EMBEDDING_PROVIDER: &str = "TARSY_MEMORY_EMBEDDING_PROVIDER";
     /// Embedding model.
     pub const MEMORY_EMBEDDING_MODEL: &str = "TARSY_MEMORY_EMBEDDING_MODEL";
+    /// Cost estimates on or off.
+    pub const COST_ESTIMATES: &str = "TARSY_COST_ESTIMATES";
+    /// Price catalog to refresh the price book from.
+    pub const PRICE_CATALOG_URL: &str = "TARSY_PRICE_CATALOG_URL";
+    /// A session's cost limit.
+    pub const SESSION_MAX_COST_USD: &str = "TARSY_SESSION_MAX_COST_USD";
+    /// A session's token limit.
+    pub const SESSION_MAX_TOKENS: &str = "TARSY_SESSION_MAX_TOKENS";
+    /// A scope's daily cost limit.
+    pub const SCOPE_MAX_COST_USD_PER_DAY: &str = "TARSY_SCOPE_MAX_COST_USD_PER_DAY";
 }
 
 fn comma_list(v: &str) -> Vec<String> {
@@ -693,6 +773,34 @@ impl DefaultsSpec {
                 };
                 (m != MemorySpec::default()).then_some(m)
             },
+            pricing: {
+                let p = PricingSpec {
+                    enabled: parse(env::COST_ESTIMATES, get(env::COST_ESTIMATES), &mut errors),
+                    models: BTreeMap::new(),
+                    catalog_url: get(env::PRICE_CATALOG_URL).map(|v| v.trim().to_string()),
+                };
+                (p != PricingSpec::default()).then_some(p)
+            },
+            budget: {
+                let b = Budget {
+                    max_cost_usd: parse(
+                        env::SESSION_MAX_COST_USD,
+                        get(env::SESSION_MAX_COST_USD),
+                        &mut errors,
+                    ),
+                    max_tokens: parse(
+                        env::SESSION_MAX_TOKENS,
+                        get(env::SESSION_MAX_TOKENS),
+                        &mut errors,
+                    ),
+                };
+                (!b.is_unlimited()).then_some(b)
+            },
+            max_cost_usd_per_day: parse(
+                env::SCOPE_MAX_COST_USD_PER_DAY,
+                get(env::SCOPE_MAX_COST_USD_PER_DAY),
+                &mut errors,
+            ),
         };
         // Durations are checked here so the error names the variable.
         let breaker_open_for = spec
@@ -784,6 +892,11 @@ impl Defaults {
         if let Some(e) = &m.embedding {
             vars.push((env::MEMORY_EMBEDDING_PROVIDER, e.llm_provider.clone()));
             vars.push((env::MEMORY_EMBEDDING_MODEL, e.model.clone()));
+        }
+        // Runners estimate their calls' costs.
+        vars.push((env::COST_ESTIMATES, self.pricing.enabled.to_string()));
+        if let Some(url) = &self.pricing.catalog_url {
+            vars.push((env::PRICE_CATALOG_URL, url.clone()));
         }
         vars
     }
@@ -893,6 +1006,30 @@ impl Defaults {
         if let Some(m) = &spec.memory {
             self.apply_memory(m, &mut errors);
         }
+        if let Some(p) = &spec.pricing {
+            self.apply_pricing(p, &mut errors);
+        }
+        if let Some(b) = spec.budget {
+            match (b.max_cost_usd, b.max_tokens) {
+                (Some(usd), _) if !usd.is_finite() || usd < 0.0 => errors.push((
+                    "budget.maxCostUsd".to_string(),
+                    Problem::Invalid("must be a number of US dollars, 0 or more".into()),
+                )),
+                (_, Some(tokens)) if tokens < 1 => errors.push((
+                    "budget.maxTokens".to_string(),
+                    Problem::Invalid("must be at least 1".into()),
+                )),
+                _ => self.budget = b,
+            }
+        }
+        match spec.max_cost_usd_per_day {
+            Some(usd) if !usd.is_finite() || usd < 0.0 => errors.push((
+                "maxCostUsdPerDay".to_string(),
+                Problem::Invalid("must be a number of US dollars, 0 or more".into()),
+            )),
+            Some(usd) => self.max_cost_usd_per_day = Some(usd),
+            None => {}
+        }
         if errors.is_empty() {
             Ok(())
         } else {
@@ -958,6 +1095,33 @@ impl Defaults {
                     llm_provider: e.llm_provider.trim().to_string(),
                     model: e.model.trim().to_string(),
                 });
+            }
+        }
+    }
+
+    fn apply_pricing(&mut self, spec: &PricingSpec, errors: &mut Vec<(String, Problem)>) {
+        if let Some(enabled) = spec.enabled {
+            self.pricing.enabled = enabled;
+        }
+        for (model, price) in &spec.models {
+            match price.problem() {
+                Some(problem) => errors.push((
+                    format!("pricing.models[{model:?}]"),
+                    Problem::Invalid(problem),
+                )),
+                None => {
+                    self.pricing.models.insert(model.clone(), price.clone());
+                }
+            }
+        }
+        if let Some(url) = &spec.catalog_url {
+            if url.starts_with("https://") || url.starts_with("http://") {
+                self.pricing.catalog_url = Some(url.clone());
+            } else {
+                errors.push((
+                    "pricing.catalogUrl".to_string(),
+                    Problem::Invalid("must be an http(s) URL".into()),
+                ));
             }
         }
     }

@@ -93,7 +93,8 @@ pub use convert::{
 pub use defaults::{
     AlertMaskingSpec, CircuitBreakerSpec, DEFAULT_KUBERNETES_MCP_IMAGE, DEFAULT_SLACK_API_URL,
     Defaults, DefaultsSpec, EmbeddingSettings, EmbeddingSpec, MemorySettings, MemorySpec,
-    Notifications, NotificationsSpec, Retention, RetentionSpec, ScoringDefaultsSpec, SlackSpec,
+    Notifications, NotificationsSpec, PricingSettings, PricingSpec, Retention, RetentionSpec,
+    ScoringDefaultsSpec, SlackSpec,
 };
 pub use error::{
     ConfigError, ConfigErrors, Location, ObjectRef, Problem, ResolveError, SecretError,

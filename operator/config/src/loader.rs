@@ -33,8 +33,8 @@ pub enum ConfigObject {
     McpServer(Box<Named<MCPServerSpec>>),
     /// An LLMProvider.
     LlmProvider(Named<LLMProviderSpec>),
-    /// The defaults document.
-    Defaults(Named<DefaultsSpec>),
+    /// The defaults document (boxed: the largest spec after MCPServer's).
+    Defaults(Box<Named<DefaultsSpec>>),
 }
 
 impl ConfigObject {
@@ -195,11 +195,11 @@ fn parse_defaults(file: &str, doc: &Value) -> Result<ConfigObject, Vec<ConfigErr
     let name = Some(name_of(doc))
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "defaults".into());
-    Ok(ConfigObject::Defaults(Named::new(
+    Ok(ConfigObject::Defaults(Box::new(Named::new(
         name,
         spec,
         Origin::File(file.to_string()),
-    )))
+    ))))
 }
 
 /// Parses the configuration objects of one file's text. `file` labels errors.
@@ -306,7 +306,7 @@ pub fn build_config(
             ConfigObject::LlmProvider(p) => {
                 config.insert_llm_provider(p);
             }
-            ConfigObject::Defaults(d) => defaults_spec = Some(d),
+            ConfigObject::Defaults(d) => defaults_spec = Some(*d),
         }
     }
     if let Some(d) = &defaults_spec

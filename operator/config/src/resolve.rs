@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crate::model::{AgentSpec, ChainSpec, McpUnavailablePolicy, StageAgentSpec, StageSpec};
 use tarsy_core::{
-    Backend, IterationStrategy, LlmProviderConfig, McpSelection, ParallelType, ResolvedAgentConfig,
-    SuccessPolicy,
+    Backend, Budget, IterationStrategy, LlmProviderConfig, McpSelection, ParallelType,
+    ResolvedAgentConfig, SuccessPolicy,
 };
 
 use crate::alert::ChainMiss;
@@ -227,7 +227,17 @@ impl Config {
             custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
             native_tools_override: None,
             fail_on_unavailable_server: fails_on_unavailable_server(chain),
+            budget: self.session_budget(chain),
         })
+    }
+
+    /// What a chain's sessions may spend: `budget`, else the defaults';
+    /// none when neither sets a limit.
+    pub fn session_budget(&self, chain: &ChainSpec) -> Option<Budget> {
+        chain
+            .budget
+            .or(Some(self.defaults.budget))
+            .filter(|b| !b.is_unlimited())
     }
 
     /// Resolves the synthesis of a stage with several executions:
@@ -265,14 +275,17 @@ impl Config {
                 stage.max_iterations,
             ],
         );
-        self.tool_less(
+        let mut resolved = self.tool_less(
             reference,
             definition,
             strategy,
             &provider,
             max_iterations,
             chain,
-        )
+        )?;
+        // A synthesis is part of its stage's investigation.
+        resolved.budget = self.session_budget(chain);
+        Ok(resolved)
     }
 
     /// Whether a chain's completed sessions are scored: `scoring.enabled`,
@@ -372,6 +385,7 @@ impl Config {
             native_tools_override: None,
             // No MCP server to be unavailable.
             fail_on_unavailable_server: false,
+            budget: None,
         })
     }
 
@@ -470,6 +484,7 @@ impl Config {
             custom_instructions: agent.custom_instructions.clone().unwrap_or_default(),
             native_tools_override: None,
             fail_on_unavailable_server: fails_on_unavailable_server(chain),
+            budget: None,
         };
         if let Some(selection) = session_selection {
             self.apply_mcp_selection(&mut resolved, selection)?;

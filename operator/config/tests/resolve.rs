@@ -45,6 +45,7 @@ fn provider(model: &str) -> LLMProviderSpec {
         native_tools: None,
         context_window_tokens: None,
         fallback: None,
+        pricing: None,
         script: None,
     }
 }
@@ -80,6 +81,7 @@ fn chain() -> ChainSpec {
         chat: None,
         scoring: None,
         session_timeout: None,
+        budget: None,
         service_account_name: None,
     }
 }

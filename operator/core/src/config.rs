@@ -96,6 +96,18 @@ pub struct LlmProviderConfig {
     /// Providers to try, in order, when this one keeps failing. Each entry's
     /// own `fallback` is empty (chains do not nest).
     pub fallback: Vec<LlmProviderConfig>,
+    /// The model's prices, when estimates are on and the price is known
+    /// (an override, the defaults or the bundled price book).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<crate::ModelPrice>,
+}
+
+impl LlmProviderConfig {
+    /// The estimated cost of a call to this provider that used `usage`
+    /// (none without a price or without usage).
+    pub fn cost_of(&self, usage: Option<&crate::TokenUsage>) -> Option<f64> {
+        Some(self.price.as_ref()?.cost(usage?))
+    }
 }
 
 /// Tool result summarization settings of one MCP server.
@@ -261,6 +273,9 @@ pub struct ResolvedAgentConfig {
     /// Fail the execution when one of its MCP servers cannot be used,
     /// instead of investigating with the tools that are left.
     pub fail_on_unavailable_server: bool,
+    /// What the session may spend (investigation and synthesis executions;
+    /// none for chat, scoring and memory, which run after).
+    pub budget: Option<crate::Budget>,
 }
 
 #[cfg(test)]

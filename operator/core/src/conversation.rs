@@ -121,6 +121,9 @@ pub struct TokenUsage {
     pub total_tokens: i64,
     /// Native thinking tokens.
     pub thinking_tokens: i64,
+    /// Prompt tokens read from the provider's cache (part of `input_tokens`).
+    #[serde(default)]
+    pub cached_input_tokens: i64,
 }
 
 impl TokenUsage {
@@ -130,5 +133,6 @@ impl TokenUsage {
         self.output_tokens += other.output_tokens;
         self.total_tokens += other.total_tokens;
         self.thinking_tokens += other.thinking_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
     }
 }

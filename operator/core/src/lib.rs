@@ -9,6 +9,7 @@ pub mod alert;
 pub mod config;
 pub mod control;
 pub mod conversation;
+pub mod cost;
 pub mod recorder;
 pub mod report;
 pub mod status;
@@ -24,6 +25,7 @@ pub use config::{
     ToolFilter,
 };
 pub use conversation::{ConversationMessage, TokenUsage, ToolCall, ToolDefinition, ToolResult};
+pub use cost::{Budget, Cost, ModelPrice, PriceTier, SpendGauge};
 pub use recorder::{
     EventPublisher, ExecutionRecorder, NewLlmInteraction, NewMcpInteraction, NewMessage,
     NewTimelineEvent, RecordError, RecordScope, RecordWrite, StoredMessage, TimelineEvent,
@@ -33,7 +35,7 @@ pub use report::{StageResult, SystemWarning};
 pub use status::{
     Backend, ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType,
     McpInteractionType, MemoryCategory, MemoryValence, MessageRole, ParallelType, ReviewAction,
-    ReviewRating, ReviewStatus, ScoreStatus, SessionStatus, StageKind, SuccessPolicy,
-    TimelineEventStatus, TimelineEventType, UnknownValue,
+    ReviewRating, ReviewStatus, ScoreStatus, SessionEndReason, SessionStatus, StageKind,
+    SuccessPolicy, TimelineEventStatus, TimelineEventType, UnknownValue,
 };
 pub use stream::{StageEventStatus, StreamEvent};

@@ -126,6 +126,9 @@ pub struct NewLlmInteraction {
     pub response_text: String,
     /// Token usage of the call.
     pub usage: Option<TokenUsage>,
+    /// Estimated cost in US dollars at the provider's price when the call
+    /// was made; `None`: no estimate (estimates off, or no known price).
+    pub cost_usd: Option<f64>,
     /// Wall time in milliseconds.
     pub duration_ms: i64,
     /// Error text when the call failed.

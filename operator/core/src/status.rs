@@ -94,6 +94,15 @@ impl SessionStatus {
 }
 
 wire_enum!(
+    /// Why a session that ran its course ended early (with its status).
+    SessionEndReason, "session end reason" {
+        /// Its LLM calls spent the chain's budget: running agents concluded
+        /// without more tools and later stages did not start.
+        BudgetExhausted = "budget_exhausted",
+    }
+);
+
+wire_enum!(
     /// Lifecycle of a stage and of an agent execution (they share one vocabulary).
     ExecutionStatus, "execution status" {
         /// Created, not started.

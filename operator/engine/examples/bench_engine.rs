@@ -37,6 +37,7 @@ fn config(strategy: IterationStrategy) -> ResolvedAgentConfig {
             context_window_tokens: Some(1_000_000),
             script: None,
             fallback: vec![],
+            price: None,
         },
         max_iterations: 20,
         iteration_timeout: Duration::from_secs(120),
@@ -45,6 +46,7 @@ fn config(strategy: IterationStrategy) -> ResolvedAgentConfig {
         custom_instructions: String::new(),
         native_tools_override: None,
         fail_on_unavailable_server: false,
+        budget: None,
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tarsy_core::{
     EventPublisher, ExecutionRecorder, ExecutionStatus, McpServerConfig, ResolvedAgentConfig,
-    TokenUsage,
+    SpendGauge, TokenUsage,
 };
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -113,6 +113,9 @@ pub struct ExecutionContext {
     /// The session deadline: reaching it stops the execution with status
     /// `timed_out`.
     pub deadline: Option<Instant>,
+    /// What the session has spent, read before each iteration when the
+    /// configuration has a budget (`None`: the budget is not checked).
+    pub spend: Option<Arc<dyn SpendGauge>>,
 }
 
 impl ExecutionContext {
@@ -155,6 +158,7 @@ impl ExecutionContext {
             service_retry: ServiceRetry::default(),
             cancel: CancellationToken::new(),
             deadline: None,
+            spend: None,
         }
     }
 

@@ -374,6 +374,7 @@ mod tests {
             context_window_tokens: None,
             script: None,
             fallback,
+            price: None,
         }
     }
 

@@ -282,6 +282,7 @@ mod tests {
             context_window_tokens: window,
             script: None,
             fallback: vec![],
+            price: None,
         }
     }
 

@@ -134,6 +134,7 @@ fn view_of(records: &[&StageRecord]) -> SessionView {
             })
             .collect(),
         executive_summary: Default::default(),
+        spent: None,
     }
 }
 

@@ -286,6 +286,12 @@ impl Launcher {
         ctx.breakers = self.breakers.clone();
         ctx.cancel = a.cancel;
         ctx.deadline = Some(a.deadline);
+        if a.config.budget.is_some() {
+            ctx.spend = Some(Arc::new(crate::budget::StoreSpend::new(
+                self.store.clone(),
+                ctx.session_id.clone(),
+            )));
+        }
         let previous = match a.input {
             AgentInput::Investigation { previous_stages } => previous_stages,
             AgentInput::Synthesis { investigations } => Some(investigations),

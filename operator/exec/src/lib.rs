@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub mod breakers;
+pub mod budget;
 pub mod chat;
 pub mod context;
 pub mod error;

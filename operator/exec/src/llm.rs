@@ -193,6 +193,7 @@ mod tests {
                 context_window_tokens: None,
                 script: script.map(str::to_string),
                 fallback: Vec::new(),
+                price: None,
             },
             native_tools_override: None,
             backend: Backend::Langchain,

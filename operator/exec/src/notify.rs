@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tarsy_core::{ScoreStatus, SecretValue, SessionStatus};
+use tarsy_core::{Cost, ScoreStatus, SecretValue, SessionStatus};
 use tarsy_store::{Session, SessionScore, Store};
 
 pub use tarsy_config::DEFAULT_SLACK_API_URL;
@@ -127,7 +127,16 @@ impl SlackNotifier {
             .unwrap_or_else(|| notice.session.id.clone());
         let text = match &notice.score {
             Some(attempt) => self.score_text(&notice.session, attempt),
-            None => self.text(&notice.session),
+            None => {
+                // The end notice says what the investigation cost; without
+                // the store's answer it says nothing of it.
+                let cost = if notice.session.status.is_terminal() {
+                    self.store.session_cost(&notice.session.id).await
+                } else {
+                    Ok(None)
+                };
+                self.text(&notice.session, cost.ok().flatten().as_ref())
+            }
         };
         let thread = self.store.slack_thread(&key, &channel).await?;
         let ts = self.post(&channel, &text, thread.as_deref()).await?;
@@ -192,8 +201,8 @@ impl SlackNotifier {
         Err(SlackError::RateLimited(Duration::ZERO))
     }
 
-    /// The message: status, alert type, what was found, the link.
-    fn text(&self, s: &Session) -> String {
+    /// The message: status, alert type, cost, what was found, the link.
+    fn text(&self, s: &Session, cost: Option<&Cost>) -> String {
         let (icon, what) = match s.status {
             SessionStatus::Completed => (":white_check_mark:", "completed"),
             SessionStatus::Failed => (":x:", "failed"),
@@ -204,6 +213,14 @@ impl SlackNotifier {
             }
         };
         let mut text = format!("{icon} Investigation of *{}* {what}", s.alert_type);
+        // Nothing priced (estimates off, no known price): nothing said.
+        if let Some(cost) = cost.filter(|c| c.usd > 0.0) {
+            let bound = if cost.partial { " at least" } else { "" };
+            text.push_str(&format!(
+                " (cost{bound} ${})",
+                tarsy_core::cost::usd(cost.usd)
+            ));
+        }
         if let Some(base) = &self.settings.dashboard_url {
             text.push_str(&format!(
                 " — <{}/ui/sessions/{}|open in TARSy>",

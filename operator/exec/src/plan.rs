@@ -33,6 +33,7 @@ pub fn chain_plan(config: &Config, chain: &Named<ChainSpec>) -> ChainPlan {
     ChainPlan {
         chain: chain.name.clone(),
         stages,
+        budget: config.session_budget(&chain.spec),
     }
 }
 

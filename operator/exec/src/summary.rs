@@ -136,6 +136,7 @@ impl Summarizer {
             thinking_content: None,
             response_text: text.clone(),
             usage,
+            cost_usd: resolved.llm_provider.cost_of(usage.as_ref()),
             duration_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
             error_message: error.as_ref().map(ToString::to_string),
         };

@@ -26,7 +26,7 @@ use tarsy_config::Config;
 use tarsy_config::model::ChainSpec;
 use tarsy_core::{
     EventPublisher, ExecutionKind, ExecutionStatus, McpSelection, ParallelType,
-    ResolvedAgentConfig, SessionStatus, StageKind, SuccessPolicy,
+    ResolvedAgentConfig, SessionEndReason, SessionStatus, StageKind, SuccessPolicy,
 };
 use tarsy_events::lifecycle;
 use tarsy_store::{NewAgentExecution, NewSession, NewStage, SessionOutcome, Store, StoreError};
@@ -49,6 +49,13 @@ pub enum StoreOp {
     StartSession {
         /// Session id.
         session_id: String,
+    },
+    /// Say why a pending session waits (its scope's daily budget is spent).
+    HoldSession {
+        /// Session id.
+        session_id: String,
+        /// Why.
+        reason: String,
     },
     /// Create a stage row and mark it active.
     CreateStage(NewStage),
@@ -184,6 +191,8 @@ pub enum Effect {
         final_analysis: Option<String>,
         /// Why it did not complete.
         error: Option<String>,
+        /// Why a session that ran its course ended early.
+        end_reason: Option<SessionEndReason>,
     },
 }
 
@@ -261,6 +270,7 @@ impl Workflow<'_> {
                 status,
                 final_analysis,
                 error,
+                end_reason,
             } => {
                 view.status = status;
                 let (summary, summary_error) = match &view.executive_summary {
@@ -277,12 +287,14 @@ impl Workflow<'_> {
                             executive_summary: summary,
                             executive_summary_error: summary_error,
                             error_message: error.clone(),
+                            end_reason,
                         },
                     }],
                     effect: Effect::FinishSession {
                         status,
                         final_analysis,
                         error,
+                        end_reason,
                     },
                 }
             }
@@ -467,6 +479,9 @@ pub async fn perform(
             if store.create_session(new.clone()).await?.created {
                 lifecycle::publish_session_status(publisher, &new.id, SessionStatus::Pending).await;
             }
+        }
+        StoreOp::HoldSession { session_id, reason } => {
+            store.hold_session(session_id, Some(reason)).await?;
         }
         StoreOp::StartSession { session_id } => {
             let started = store

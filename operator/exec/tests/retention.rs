@@ -65,6 +65,7 @@ async fn retention_over_months(store: Store) {
                 executive_summary: None,
                 executive_summary_error: None,
                 error_message: None,
+                end_reason: None,
             },
         )
         .await

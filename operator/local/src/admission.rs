@@ -129,6 +129,26 @@ async fn admit_pending(rt: &Arc<Runtime>) -> Result<()> {
     if admitted.is_empty() {
         return Ok(());
     }
+    // A spent daily budget holds every pending session of the project,
+    // saying why on each (written once); running ones finish.
+    let defaults = &rt.config.defaults;
+    let hold = tarsy_exec::budget::daily_hold(
+        store,
+        &defaults.memory.project,
+        defaults.max_cost_usd_per_day,
+        chrono::Utc::now(),
+    )
+    .await?;
+    if let Some(why) = hold {
+        for s in page
+            .sessions
+            .iter()
+            .filter(|s| s.hold_reason.as_deref() != Some(why.as_str()))
+        {
+            store.hold_session(&s.id, Some(&why)).await?;
+        }
+        return Ok(());
+    }
     // A session is seen `pending` (its submission publishes it under this
     // lock) before it is seen `in_progress`.
     let _submissions = rt.submitting.lock().await;

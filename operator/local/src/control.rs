@@ -61,6 +61,7 @@ impl LocalControl {
                         executive_summary: session.executive_summary,
                         executive_summary_error: session.executive_summary_error,
                         error_message: Some("cancelled by user before it started".into()),
+                        end_reason: None,
                     },
                 )
                 .await

@@ -87,6 +87,7 @@ async fn fail_session(rt: &Runtime, session_id: &str, error: &str) {
         executive_summary: session.executive_summary,
         executive_summary_error: session.executive_summary_error,
         error_message: Some(error.to_string()),
+        end_reason: None,
     };
     if let Err(e) = rt.store.close_open_records(session_id, error).await {
         tracing::warn!(%session_id, error = %e, "cannot close the records the session left open");
@@ -368,6 +369,16 @@ impl SessionRun {
             error,
             result.final_analysis,
         );
+        // What the session spent, for the budget checked before the next
+        // stage (kept as last read when the store does not answer).
+        if self.plan.budget.is_some() {
+            match self.rt.store.session_cost(&self.session.id).await {
+                Ok(spent) => self.view.spent = spent,
+                Err(e) => {
+                    tracing::warn!(session_id = %self.session.id, error = %e, "the session's spend cannot be read; its budget is not checked now")
+                }
+            }
+        }
     }
 
     fn workflow(&self) -> Workflow<'_> {

@@ -78,6 +78,7 @@ pub(crate) async fn load(
             (None, Some(e)) => ExecutiveSummaryView::Failed(e.clone()),
             (None, None) => ExecutiveSummaryView::NotRequested,
         },
+        spent: store.session_cost(&session.id).await?,
     };
     let mut executions = HashMap::new();
     let mut interrupted = Vec::new();

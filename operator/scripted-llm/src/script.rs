@@ -29,15 +29,21 @@ pub enum ScriptedChunk {
         /// Arguments (a JSON string).
         arguments: String,
     },
-    /// Token usage.
+    /// Token usage, as the LLM service reports it for every provider.
+    /// `thinking_tokens` and `cached_input_tokens` may be left out (0); the
+    /// total sent is input + output + thinking.
     Usage {
-        /// Prompt tokens.
+        /// The whole prompt, cached tokens included.
         input_tokens: i32,
-        /// Completion tokens.
+        /// The answer, thinking tokens excluded.
         output_tokens: i32,
         /// Thinking tokens.
         #[serde(default)]
         thinking_tokens: i32,
+        /// Prompt tokens read from the provider's cache (a part of
+        /// `input_tokens`).
+        #[serde(default)]
+        cached_input_tokens: i32,
     },
     /// A provider error; the stream ends after it.
     Error {
@@ -201,6 +207,7 @@ impl ScriptedResponse {
             input_tokens,
             output_tokens,
             thinking_tokens: 0,
+            cached_input_tokens: 0,
         });
         self
     }

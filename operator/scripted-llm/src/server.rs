@@ -297,11 +297,13 @@ fn to_proto(chunk: ScriptedChunk) -> Content {
             input_tokens,
             output_tokens,
             thinking_tokens,
+            cached_input_tokens,
         } => Content::Usage(UsageInfo {
             input_tokens,
             output_tokens,
             total_tokens: input_tokens + output_tokens + thinking_tokens,
             thinking_tokens,
+            cached_input_tokens,
         }),
         ScriptedChunk::Error {
             message,
@@ -517,5 +519,43 @@ impl Drop for ScriptedLlmServer {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(json: &str) -> UsageInfo {
+        let chunk: ScriptedChunk = serde_json::from_str(json).unwrap();
+        match to_proto(chunk) {
+            Content::Usage(u) => u,
+            other => panic!("not usage: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn usage_may_give_cached_input_tokens() {
+        let u = usage(
+            r#"{"kind": "usage", "input_tokens": 100, "output_tokens": 10,
+                "thinking_tokens": 5, "cached_input_tokens": 64}"#,
+        );
+        assert_eq!(
+            (
+                u.input_tokens,
+                u.output_tokens,
+                u.thinking_tokens,
+                u.cached_input_tokens,
+                u.total_tokens
+            ),
+            (100, 10, 5, 64, 115)
+        );
+    }
+
+    #[test]
+    fn usage_without_thinking_or_cached_tokens_stays_valid() {
+        let u = usage(r#"{"kind": "usage", "input_tokens": 100, "output_tokens": 10}"#);
+        assert_eq!((u.thinking_tokens, u.cached_input_tokens), (0, 0));
+        assert_eq!(u.total_tokens, 110);
     }
 }

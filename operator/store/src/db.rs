@@ -32,6 +32,7 @@ pub enum BackendKind {
 pub(crate) enum Arg {
     Text(Option<String>),
     Int(Option<i64>),
+    Real(Option<f64>),
     Json(Option<Value>),
     Time(Option<DateTime<Utc>>),
 }
@@ -69,6 +70,11 @@ impl From<i64> for Arg {
 impl From<Option<i64>> for Arg {
     fn from(v: Option<i64>) -> Self {
         Arg::Int(v)
+    }
+}
+impl From<Option<f64>> for Arg {
+    fn from(v: Option<f64>) -> Self {
+        Arg::Real(v)
     }
 }
 impl From<Value> for Arg {
@@ -180,6 +186,7 @@ impl Sql {
             let added = match arg {
                 Arg::Text(v) => out.add(v),
                 Arg::Int(v) => out.add(v),
+                Arg::Real(v) => out.add(v),
                 Arg::Json(v) => out.add(v.map(Json)),
                 Arg::Time(v) => out.add(v),
             };
@@ -194,6 +201,7 @@ impl Sql {
             let added = match arg {
                 Arg::Text(v) => out.add(v),
                 Arg::Int(v) => out.add(v),
+                Arg::Real(v) => out.add(v),
                 Arg::Json(v) => out.add(v.map(Json)),
                 Arg::Time(v) => out.add(v),
             };

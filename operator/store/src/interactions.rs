@@ -24,8 +24,9 @@ pub(crate) fn insert_llm_interaction(new: NewLlmInteraction, id: String, tail: &
         "INSERT INTO llm_interactions (id, session_id, stage_id, execution_id, interaction_type, \
          provider, model, last_message_id, llm_request, llm_response, thinking_content, \
          response_text, input_tokens, output_tokens, total_tokens, thinking_tokens, \
-         duration_ms, error_message, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19){tail}"
+         cached_input_tokens, cost_usd, duration_ms, error_message, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+         $19, $20, $21){tail}"
     ))
     .bind(id)
     .bind(new.scope.session_id)
@@ -43,6 +44,8 @@ pub(crate) fn insert_llm_interaction(new: NewLlmInteraction, id: String, tail: &
     .bind(usage.map(|u| u.output_tokens))
     .bind(usage.map(|u| u.total_tokens))
     .bind(usage.map(|u| u.thinking_tokens))
+    .bind(usage.map(|u| u.cached_input_tokens))
+    .bind(new.cost_usd)
     .bind(new.duration_ms)
     .bind(new.error_message)
     .bind(now())
@@ -76,7 +79,8 @@ const LLM: &str = "LLM interaction";
 const MCP: &str = "MCP interaction";
 
 const LLM_SUMMARY_COLUMNS: &str = "id, session_id, stage_id, execution_id, interaction_type, provider, \
-     model, input_tokens, output_tokens, total_tokens, thinking_tokens, duration_ms, error_message, created_at";
+     model, input_tokens, output_tokens, total_tokens, thinking_tokens, cached_input_tokens, cost_usd, \
+     duration_ms, error_message, created_at";
 const MCP_SUMMARY_COLUMNS: &str = "id, session_id, stage_id, execution_id, interaction_type, \
      server_name, tool_name, duration_ms, error_message, created_at";
 

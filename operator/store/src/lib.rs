@@ -20,6 +20,7 @@ mod batch;
 mod breakers;
 mod chats;
 mod closing;
+mod costs;
 mod db;
 mod error;
 mod events;
@@ -36,6 +37,7 @@ mod stages;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod timeline;
+mod usage;
 mod warnings;
 
 use std::str::FromStr;
@@ -48,6 +50,7 @@ use sqlx::{Connection, PgPool, SqlitePool};
 
 pub use breakers::BreakerState;
 pub use closing::{Closed, OpenRecord};
+pub use costs::CostTotal;
 pub use db::{BackendKind, REPLACEMENT, storable_json, storable_text};
 pub use error::{Result, StoreError};
 pub use events::{EventNotification, NOTIFY_PAYLOAD_LIMIT, StoreTx};
@@ -65,6 +68,7 @@ pub use model::{
 pub use quality::{Disagreement, QualityFilter, RatingBand, ScoreDay, TagCount, ToolReportRow};
 pub use reviews::{Review, ReviewChange, ReviewEvent, TARSY_ACTOR};
 pub use scores::{ScoreResult, ScoreStatus, SessionScore, count_ended_score};
+pub use usage::{TOP_SESSIONS, UsageFilter, UsageGroup, UsageRank, UsageSession, UsageSummary};
 pub use warnings::StoredWarning;
 
 use db::{Db, Pool};

@@ -8,9 +8,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::types::Json;
 use tarsy_core::{
-    ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType, McpInteractionType,
-    MessageRole, ParallelType, RecordScope, ReviewRating, ReviewStatus, ScoreStatus, SessionStatus,
-    StageKind, SuccessPolicy, TimelineEvent, TokenUsage, ToolCall, UnknownValue,
+    Cost, ExecutionKind, ExecutionStatus, IterationStrategy, LlmInteractionType,
+    McpInteractionType, MessageRole, ParallelType, RecordScope, ReviewRating, ReviewStatus,
+    ScoreStatus, SessionEndReason, SessionStatus, StageKind, SuccessPolicy, TimelineEvent,
+    TokenUsage, ToolCall, UnknownValue,
 };
 
 /// Implements `FromRow` for both backends' rows with one body (`$row` is a
@@ -105,6 +106,10 @@ pub struct Session {
     pub executive_summary_error: Option<String>,
     /// Why the session failed.
     pub error_message: Option<String>,
+    /// Why a session that ran its course ended early (`budget_exhausted`).
+    pub end_reason: Option<SessionEndReason>,
+    /// Why a pending session waits (its scope's daily budget is spent).
+    pub hold_reason: Option<String>,
     /// Index of the stage running now.
     pub current_stage_index: Option<i64>,
     /// Id of the stage running now.
@@ -201,6 +206,11 @@ from_row!(Session, |row| {
         executive_summary: row.try_get("executive_summary")?,
         executive_summary_error: row.try_get("executive_summary_error")?,
         error_message: row.try_get("error_message")?,
+        end_reason: row
+            .try_get::<Option<String>, _>("end_reason")?
+            .map(|v| wire(v, "end_reason"))
+            .transpose()?,
+        hold_reason: row.try_get("hold_reason")?,
         current_stage_index: row.try_get("current_stage_index")?,
         current_stage_id: row.try_get("current_stage_id")?,
         pod_id: row.try_get("pod_id")?,
@@ -241,6 +251,10 @@ pub struct SessionSummary {
     pub executive_summary: Option<String>,
     /// Why it failed.
     pub error_message: Option<String>,
+    /// Why a session that ran its course ended early (`budget_exhausted`).
+    pub end_reason: Option<SessionEndReason>,
+    /// Why a pending session waits (its scope's daily budget is spent).
+    pub hold_reason: Option<String>,
     /// Index of the stage running now.
     pub current_stage_index: Option<i64>,
     /// Owning worker.
@@ -257,6 +271,8 @@ pub struct SessionSummary {
     pub score: Option<ScoreBadge>,
     /// A person's review, once the session has finished.
     pub review: Option<ReviewBadge>,
+    /// What its LLM calls cost so far (none before the first call).
+    pub cost: Option<Cost>,
 }
 
 from_row!(SessionSummary, |row| {
@@ -268,6 +284,11 @@ from_row!(SessionSummary, |row| {
         author: row.try_get("author")?,
         executive_summary: row.try_get("executive_summary")?,
         error_message: row.try_get("error_message")?,
+        end_reason: row
+            .try_get::<Option<String>, _>("end_reason")?
+            .map(|v| wire(v, "end_reason"))
+            .transpose()?,
+        hold_reason: row.try_get("hold_reason")?,
         current_stage_index: row.try_get("current_stage_index")?,
         pod_id: row.try_get("pod_id")?,
         created_at: row.try_get("created_at")?,
@@ -284,6 +305,8 @@ from_row!(SessionSummary, |row| {
             row.try_get("review_assignee")?,
             row.try_get("review_rating")?,
         )?,
+        // Filled in by the list, from the usage rows.
+        cost: None,
     })
 });
 
@@ -436,6 +459,8 @@ pub struct SessionOutcome {
     pub executive_summary_error: Option<String>,
     /// Why the session failed.
     pub error_message: Option<String>,
+    /// Why a session that ran its course ended early.
+    pub end_reason: Option<SessionEndReason>,
 }
 
 // ---------------------------------------------------------------- stages
@@ -673,6 +698,7 @@ macro_rules! usage_from_row {
         let output: Option<i64> = $row.try_get("output_tokens")?;
         let total: Option<i64> = $row.try_get("total_tokens")?;
         let thinking: Option<i64> = $row.try_get("thinking_tokens")?;
+        let cached: Option<i64> = $row.try_get("cached_input_tokens")?;
         if input.is_none() && output.is_none() && total.is_none() && thinking.is_none() {
             None
         } else {
@@ -681,6 +707,7 @@ macro_rules! usage_from_row {
                 output_tokens: output.unwrap_or(0),
                 total_tokens: total.unwrap_or(0),
                 thinking_tokens: thinking.unwrap_or(0),
+                cached_input_tokens: cached.unwrap_or(0),
             })
         }
     }};
@@ -713,6 +740,8 @@ pub struct LlmInteraction {
     pub response_text: String,
     /// Token usage.
     pub usage: Option<TokenUsage>,
+    /// Estimated cost in US dollars when the call was made (none: no estimate).
+    pub cost_usd: Option<f64>,
     /// Wall time in milliseconds.
     pub duration_ms: i64,
     /// Error text of a failed call.
@@ -738,6 +767,7 @@ from_row!(LlmInteraction, |row| {
         thinking_content: row.try_get("thinking_content")?,
         response_text: row.try_get("response_text")?,
         usage: usage_from_row!(row),
+        cost_usd: row.try_get("cost_usd")?,
         duration_ms: row.try_get("duration_ms")?,
         error_message: row.try_get("error_message")?,
         created_at: row.try_get("created_at")?,
@@ -761,6 +791,8 @@ pub struct LlmInteractionSummary {
     pub model: String,
     /// Token usage.
     pub usage: Option<TokenUsage>,
+    /// Estimated cost in US dollars when the call was made (none: no estimate).
+    pub cost_usd: Option<f64>,
     /// Wall time in milliseconds.
     pub duration_ms: i64,
     /// Error text of a failed call.
@@ -781,6 +813,7 @@ from_row!(LlmInteractionSummary, |row| {
         provider: row.try_get("provider")?,
         model: row.try_get("model")?,
         usage: usage_from_row!(row),
+        cost_usd: row.try_get("cost_usd")?,
         duration_ms: row.try_get("duration_ms")?,
         error_message: row.try_get("error_message")?,
         created_at: row.try_get("created_at")?,

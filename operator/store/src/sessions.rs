@@ -2,7 +2,7 @@
 //! soft deletion and retention.
 
 use chrono::{DateTime, Utc};
-use tarsy_core::{InvalidAlert, MAX_ALERT_DATA_BYTES, SessionStatus};
+use tarsy_core::{InvalidAlert, MAX_ALERT_DATA_BYTES, SessionEndReason, SessionStatus};
 
 use crate::db::{Sql, like_pattern, normalize_time, now};
 use crate::error::{Result, StoreError};
@@ -22,7 +22,7 @@ const ENTER_REVIEW: &str = "review_status = CASE \
      ELSE review_status END";
 
 const SUMMARY_COLUMNS: &str = "id, alert_type, chain_id, status, author, executive_summary, \
-     error_message, current_stage_index, pod_id, created_at, started_at, completed_at, deleted_at, \
+     error_message, end_reason, hold_reason, current_stage_index, pod_id, created_at, started_at, completed_at, deleted_at, \
      score_status, score, score_failure_tags, review_status, review_assignee, review_rating";
 
 impl Store {
@@ -223,8 +223,13 @@ impl Store {
         for a in args {
             page = page.bind(a);
         }
-        let sessions: Vec<SessionSummary> =
+        let mut sessions: Vec<SessionSummary> =
             self.db.fetch_all(page.bind(limit).bind(offset)).await?;
+        let ids: Vec<String> = sessions.iter().map(|s| s.id.clone()).collect();
+        let mut costs = self.session_costs(&ids).await?;
+        for session in &mut sessions {
+            session.cost = costs.remove(&session.id);
+        }
         Ok(SessionPage {
             sessions,
             total,
@@ -240,7 +245,8 @@ impl Store {
     pub async fn claim_next_pending_session(&self, pod_id: &str) -> Result<Option<Session>> {
         let at = now();
         let sql = format!(
-            "UPDATE alert_sessions SET status = $1, pod_id = $2, started_at = $3, last_interaction_at = $3 \
+            "UPDATE alert_sessions SET status = $1, pod_id = $2, started_at = $3, last_interaction_at = $3, \
+             hold_reason = NULL \
              WHERE id = (SELECT id FROM alert_sessions WHERE status = $4 AND deleted_at IS NULL \
                          ORDER BY created_at, id LIMIT 1{}) \
                AND status = $4 \
@@ -269,6 +275,7 @@ impl Store {
                 Sql::dynamic(format!(
                     "UPDATE alert_sessions SET status = $2, last_interaction_at = $3, \
                      started_at = COALESCE(started_at, $4), completed_at = COALESCE($5, completed_at), \
+                     hold_reason = CASE WHEN $2 = 'pending' THEN hold_reason END, \
                      {ENTER_REVIEW} WHERE id = $1 RETURNING *",
                 ))
                 .bind(id)
@@ -300,6 +307,7 @@ impl Store {
         let mut sql = Sql::dynamic(format!(
             "UPDATE alert_sessions SET status = $2, last_interaction_at = $3, \
              started_at = COALESCE(started_at, $4), completed_at = COALESCE($5, completed_at), \
+             hold_reason = CASE WHEN $2 = 'pending' THEN hold_reason END, \
              {ENTER_REVIEW} WHERE id = $1 AND status IN ({})",
             placeholders.join(", ")
         ))
@@ -375,7 +383,8 @@ impl Store {
                      executive_summary = COALESCE(executive_summary, $4), \
                      executive_summary_error = COALESCE(executive_summary_error, $5), \
                      error_message = $6, completed_at = $7, \
-                     last_interaction_at = $7, {ENTER_REVIEW} WHERE id = $1 RETURNING *",
+                     last_interaction_at = $7, end_reason = $8, hold_reason = NULL, {ENTER_REVIEW} \
+                     WHERE id = $1 RETURNING *",
                 ))
                 .bind(id)
                 .bind(outcome.status.as_str())
@@ -383,7 +392,8 @@ impl Store {
                 .bind(outcome.executive_summary)
                 .bind(outcome.executive_summary_error)
                 .bind(outcome.error_message)
-                .bind(at),
+                .bind(at)
+                .bind(outcome.end_reason.map(SessionEndReason::as_str)),
             )
             .await?
             .ok_or_else(|| StoreError::not_found(KIND, id))

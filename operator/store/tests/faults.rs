@@ -19,6 +19,7 @@ fn outcome(status: SessionStatus) -> SessionOutcome {
         executive_summary: None,
         executive_summary_error: None,
         error_message: None,
+        end_reason: None,
     }
 }
 

@@ -101,6 +101,7 @@ async fn finished(store: &Store, id: &str, scope: &str, alert_type: &str, analys
                 executive_summary: None,
                 executive_summary_error: None,
                 error_message: None,
+                end_reason: None,
             },
         )
         .await
@@ -1010,6 +1011,7 @@ async fn past_sessions_are_searched_within_the_scope(store: Store) {
                 executive_summary: None,
                 executive_summary_error: None,
                 error_message: None,
+                end_reason: None,
             },
         )
         .await
@@ -1169,6 +1171,7 @@ async fn full_text_follows_updates_and_deletes(store: Store) {
                 executive_summary: None,
                 executive_summary_error: None,
                 error_message: None,
+                end_reason: None,
             },
         )
         .await

@@ -65,6 +65,7 @@ async fn finished_session(store: &Store, id: &str) {
                 executive_summary: None,
                 executive_summary_error: None,
                 error_message: None,
+                end_reason: None,
             },
         )
         .await

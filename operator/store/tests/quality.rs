@@ -27,6 +27,7 @@ async fn scored(store: &Store, id: &str, alert_type: &str, score: u8, tags: &[&s
                 executive_summary: None,
                 executive_summary_error: None,
                 error_message: None,
+                end_reason: None,
             },
         )
         .await

@@ -28,6 +28,7 @@ async fn finished(store: &Store, id: &str, status: SessionStatus) {
                 executive_summary: None,
                 executive_summary_error: None,
                 error_message: None,
+                end_reason: None,
             },
         )
         .await
@@ -57,6 +58,7 @@ async fn a_finished_session_is_claimed_reviewed_and_edited(store: Store) {
                 executive_summary: None,
                 executive_summary_error: None,
                 error_message: None,
+                end_reason: None,
             },
         )
         .await

@@ -64,7 +64,9 @@ fn llm(
             output_tokens: 20,
             total_tokens: 120,
             thinking_tokens: 5,
+            cached_input_tokens: 40,
         }),
+        cost_usd: Some(0.000_325),
         duration_ms: 1500,
         error_message: None,
     }
@@ -357,6 +359,7 @@ async fn session_lifecycle(store: Store) {
                 executive_summary: Some("Pod OOM".into()),
                 executive_summary_error: None,
                 error_message: None,
+                end_reason: None,
             },
         )
         .await
@@ -1315,6 +1318,7 @@ async fn unknown_ids_are_not_found(store: Store) {
                     executive_summary: None,
                     executive_summary_error: None,
                     error_message: Some("e".into()),
+                    end_reason: None,
                 },
             )
             .await,
@@ -1672,6 +1676,7 @@ async fn orphans_and_counts(store: Store) {
                     executive_summary: None,
                     executive_summary_error: None,
                     error_message: None,
+                    end_reason: None,
                 }
             )
             .await
@@ -2030,6 +2035,7 @@ fn ended(status: SessionStatus) -> SessionOutcome {
         executive_summary: None,
         executive_summary_error: None,
         error_message: None,
+        end_reason: None,
     }
 }
 

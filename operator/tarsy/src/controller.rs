@@ -107,6 +107,7 @@ pub struct ControllerArgs {
 /// Runs the operator until it fails or loses leadership.
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let defaults = crate::process::defaults_from_env()?;
+    tarsy_pricing::install_catalog(defaults.pricing.catalog_url.as_deref()).await;
 
     let mut pod = PodSettings::new(args.image.clone());
     if let Some(img) = args.mcp_runtime_image {

@@ -14,7 +14,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use tarsy_api::NewAlert;
 use tarsy_core::recorder::session_channel;
-use tarsy_core::{ScoreStatus, SessionStatus};
+use tarsy_core::{Cost, ScoreStatus, SessionStatus};
 use tarsy_events::ClientMessage;
 use tarsy_exec::DEFAULT_LLM_ADDR;
 use tarsy_local::{LocalApp, LocalOptions};
@@ -51,6 +51,7 @@ pub struct InvestigateArgs {
 /// exits non-zero otherwise).
 pub async fn run(args: InvestigateArgs, started: std::time::Instant) -> anyhow::Result<bool> {
     let config = load_config(&args.config)?;
+    tarsy_pricing::install_catalog(config.defaults.pricing.catalog_url.as_deref()).await;
     tracing::debug!(ms = ms(started), "configuration loaded");
     let alert = tarsy_config::load_alert_file(&args.alert_file, &tarsy_config::loader::process_env)
         .map_err(|errors| {
@@ -98,10 +99,13 @@ pub async fn run(args: InvestigateArgs, started: std::time::Instant) -> anyhow::
             .and_then(|a| a.into_iter().next()),
         None => None,
     };
+    let cost = app.store().session_cost(&session.id).await.ok().flatten();
     let report = if args.json {
-        serde_json::to_string_pretty(&json_report(app.store(), &session, score.as_ref()).await)?
+        serde_json::to_string_pretty(
+            &json_report(app.store(), &session, score.as_ref(), cost.as_ref()).await,
+        )?
     } else {
-        text_report(&session, score.as_ref())
+        text_report(&session, score.as_ref(), cost.as_ref())
     };
     app.shutdown().await;
     let mut out = std::io::stdout().lock();
@@ -441,12 +445,15 @@ impl Progress {
     }
 }
 
-fn text_report(session: &Session, score: Option<&SessionScore>) -> String {
+fn text_report(session: &Session, score: Option<&SessionScore>, cost: Option<&Cost>) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "# Investigation {} — {}\n\n",
         session.id, session.status
     ));
+    if let Some(cost) = cost {
+        out.push_str(&format!("**Cost:** {}\n\n", cost_text(cost)));
+    }
     if let Some(e) = &session.error_message {
         out.push_str(&format!("**Error:** {e}\n\n"));
     }
@@ -469,6 +476,24 @@ fn text_report(session: &Session, score: Option<&SessionScore>) -> String {
         out.push_str(&score_text(attempt));
     }
     out
+}
+
+/// A session's cost as the report shows it: the estimate (a lower bound when
+/// some calls have no price), the calls and tokens.
+fn cost_text(cost: &Cost) -> String {
+    let calls = cost.calls;
+    let tokens = cost.tokens.total_tokens;
+    let usd = tarsy_core::cost::usd(cost.usd);
+    match (cost.usd > 0.0, cost.partial) {
+        (_, false) => format!("${usd} ({calls} LLM calls, {tokens} tokens)"),
+        (true, true) => format!(
+            "at least ${usd} ({calls} LLM calls, {tokens} tokens; {} calls without a price)",
+            cost.unpriced_calls
+        ),
+        (false, true) => {
+            format!("unknown: no price for its model ({calls} LLM calls, {tokens} tokens)")
+        }
+    }
 }
 
 /// The judge's verdict as the report shows it: the score and tags, or why
@@ -499,7 +524,12 @@ fn score_text(attempt: &SessionScore) -> String {
     }
 }
 
-async fn json_report(store: &Store, session: &Session, score: Option<&SessionScore>) -> Value {
+async fn json_report(
+    store: &Store,
+    session: &Session,
+    score: Option<&SessionScore>,
+    cost: Option<&Cost>,
+) -> Value {
     let mut stages = Vec::new();
     if let Ok(list) = store.list_stages(&session.id).await {
         for stage in list {
@@ -558,6 +588,7 @@ async fn json_report(store: &Store, session: &Session, score: Option<&SessionSco
         "error": session.error_message,
         "stages": stages,
         "tool_calls": tool_calls,
+        "cost": cost,
         "score": score.map(|a| json!({
             "status": a.status,
             "score": a.score,

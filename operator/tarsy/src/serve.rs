@@ -141,6 +141,7 @@ pub(crate) fn database_url(
 /// Runs `tarsy serve` until Ctrl-C or SIGTERM.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(&args.config)?;
+    tarsy_pricing::install_catalog(config.defaults.pricing.catalog_url.as_deref()).await;
     let database_url = database_url(args.database_url, args.data_dir)?;
     let view = tarsy_api::configuration_view(&config, "local", None);
     let retention = args.retention.retention(&config.defaults)?;

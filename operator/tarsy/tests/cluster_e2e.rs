@@ -263,7 +263,11 @@ stringData: {{url: "{pods_db_url}"}}
 apiVersion: tarsy.dev/v1alpha1
 kind: LLMProvider
 metadata: {{name: {provider}}}
-spec: {{type: scripted, model: scripted-e2e, script: "{script}"}}
+spec:
+  type: scripted
+  model: scripted-e2e
+  script: "{script}"
+  pricing: {{inputPerMillion: 1.0, outputPerMillion: 2.0}}
 ---
 apiVersion: tarsy.dev/v1alpha1
 kind: MCPServer
@@ -822,6 +826,32 @@ async fn applied_alert_runs_to_completed_through_real_runners() {
         "{timeline:#?}"
     );
     let trace = run.store.session_trace(&uid).await.unwrap();
+    // What the session cost: the runners priced each call as they recorded
+    // it (the operator the executive summary's), and the Alert says the sum.
+    let priced: Vec<Option<f64>> = trace
+        .stages
+        .iter()
+        .flat_map(|s| &s.executions)
+        .flat_map(|e| &e.llm_interactions)
+        .chain(&trace.session_interactions)
+        .map(|i| i.cost_usd)
+        .collect();
+    assert!(priced.iter().all(Option::is_some), "{priced:?}");
+    let sum: f64 = priced.iter().flatten().sum();
+    let cost = run.store.session_cost(&uid).await.unwrap().expect("a cost");
+    assert!(
+        (cost.usd - sum).abs() < 1e-9 && sum > 0.0,
+        "{cost:?} vs {sum}"
+    );
+    assert!(!cost.partial, "{cost:?}");
+    let shown = tarsy_core::cost::usd(cost.usd);
+    let alerts = run.alerts();
+    run.wait("the Alert's status.cost", &alert, 30, async || {
+        let a = alerts.get(&alert).await.ok()?;
+        let c = a.status?.cost?;
+        (c.usd == shown && !c.partial).then_some(())
+    })
+    .await;
     let llm_calls: usize = trace
         .stages
         .iter()

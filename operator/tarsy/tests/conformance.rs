@@ -902,6 +902,28 @@ spec:
     agent: echo
   - name: second
     agent: slow
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: LLMProvider
+metadata: {name: priced-llm}
+spec:
+  type: google
+  model: priced-model
+  apiKeyEnv: TEST_KEY
+  pricing: {inputPerMillion: 2.0, outputPerMillion: 10.0}
+---
+apiVersion: tarsy.dev/v1alpha1
+kind: Chain
+metadata: {name: budget-spent}
+spec:
+  alertTypes: [BudgetSpent]
+  llmProvider: priced-llm
+  budget: {maxCostUsd: 0.01}
+  stages:
+  - name: look
+    agent: echo
+  - name: never
+    agent: echo
 "#;
 
 /// A failure-path scenario: its alert type and how its session ends.
@@ -913,7 +935,7 @@ struct FailureCase {
     cancel_at_stage: Option<(i64, usize)>,
 }
 
-const FAILURE_CASES: [FailureCase; 5] = [
+const FAILURE_CASES: [FailureCase; 6] = [
     FailureCase {
         alert_type: "UnresolvedAny",
         status: "completed",
@@ -938,6 +960,13 @@ const FAILURE_CASES: [FailureCase; 5] = [
         alert_type: "Cancelled",
         status: "cancelled",
         cancel_at_stage: Some((2, 2)),
+    },
+    // The first call spends the budget: the agent concludes without more
+    // tools, the second stage never starts, the summary is written.
+    FailureCase {
+        alert_type: "BudgetSpent",
+        status: "completed",
+        cancel_at_stage: None,
     },
 ];
 
@@ -967,7 +996,19 @@ fn failure_script() -> ScriptedLlm {
         .push_route("You are Slow", ScriptedResponse::hang())
         // Cancelled: Echo answers stage 1; Slow never answers stage 2.
         .push_route("You are Echo", ScriptedResponse::text("ECHO-5: fine."))
-        .push_route("You are Slow", ScriptedResponse::hang());
+        .push_route("You are Slow", ScriptedResponse::hang())
+        // BudgetSpent: $0.04 at the first call, past the chain's $0.01.
+        .push_route(
+            "You are Echo",
+            ScriptedResponse::default()
+                .then_tool_call("b1", "testmcp__echo", r#"{"text":"hi"}"#)
+                .then_usage(20_000, 0),
+        )
+        .push_route(
+            "You are Echo",
+            ScriptedResponse::text("ECHO-6: partly checked."),
+        )
+        .push_route(EXEC_SUMMARY, ScriptedResponse::text("EXEC-6."));
     s
 }
 
@@ -1015,6 +1056,7 @@ async fn run_failure_cases(
         let mut doc = shape(store, &id).await.document;
         let session = store.get_session(&id).await.unwrap();
         doc["error"] = json!(session.error_message);
+        doc["end_reason"] = json!(session.end_reason);
         for (stage, record) in doc["stages"]
             .as_array_mut()
             .unwrap()
@@ -1164,6 +1206,9 @@ async fn local_and_cluster_mode_fail_the_same_way() {
     );
     assert_eq!(local[2]["stages"][0]["executions"][1]["status"], "failed");
     assert_eq!(local[4]["stages"][1]["status"], "cancelled");
+    let spent = &local[5];
+    assert_eq!(spent["end_reason"], "budget_exhausted", "{spent:#}");
+    assert_eq!(spent["stages"].as_array().unwrap().len(), 1, "{spent:#}");
     // Both modes: the same records and the same reasons.
     for (i, (l, c)) in local.iter().zip(&cluster).enumerate() {
         assert_eq!(

@@ -122,6 +122,8 @@ fn the_first_run_works_on_a_fresh_machine() {
         "■ session completed",
         "▶ stage 3: Scoring",
         "★ score 88/100 · failure tags: missed-available-tool",
+        // The scripted provider is priced like a real model in the example.
+        "**Cost:** $0.0",
         "## Executive summary",
         "## Final analysis",
         "CATALOG_PRELOAD=full",
@@ -186,6 +188,12 @@ fn the_first_run_works_on_a_fresh_machine() {
         .map(|s| s["name"].as_str().unwrap())
         .collect();
     assert_eq!(stages, ["triage", "root-cause", "Scoring"]);
+    // What it cost: every call priced (investigation, summary, judge).
+    let cost = &report["cost"];
+    assert_eq!(cost["partial"], false, "{cost}");
+    let usd = cost["usd"].as_f64().unwrap();
+    assert!(usd > 0.01 && usd < 1.0, "{cost}");
+    assert!(cost["calls"].as_i64().unwrap() >= 9, "{cost}");
     assert_eq!(report["score"]["status"], "completed", "{report:#}");
     assert_eq!(report["score"]["score"], 88);
     assert_eq!(report["score"]["outcome"], "correct");

@@ -846,6 +846,20 @@ const SLACK: &str = "slack";
 const NOTIFICATION_SENT: &str = "sent";
 const NOTIFICATION_FAILED: &str = "failed";
 
+/// A label value escaped for the text format.
+pub fn label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// An OpenMetrics `page` as the scraper asks for it (its `Accept` header):
 /// as it is, unless the scraper asks for the classic text format and not
 /// for OpenMetrics (older tools, e.g. promtool 2.x, read only the classic
@@ -888,6 +902,12 @@ pub fn classic_text(openmetrics: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label_value(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(label_value("x\ny"), "x\\ny");
+    }
 
     #[test]
     fn llm_calls_use_the_genai_names_and_labels() {

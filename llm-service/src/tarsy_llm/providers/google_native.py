@@ -391,11 +391,16 @@ class GoogleNativeProvider(LLMProvider):
         if delta is not None:
             yield chunks.grounding(delta)
         if usage is not None:
+            # Gemini's prompt count includes the cached content; its candidates
+            # count excludes the thoughts. Prompt tokens of server-side tool use
+            # (search, URL context) are input too, as the LangChain path counts them.
             yield chunks.usage(
-                input_tokens=usage.prompt_token_count or 0,
+                input_tokens=(usage.prompt_token_count or 0)
+                + (usage.tool_use_prompt_token_count or 0),
                 output_tokens=usage.candidates_token_count or 0,
                 total_tokens=usage.total_token_count or 0,
                 thinking_tokens=usage.thoughts_token_count or 0,
+                cached_input_tokens=usage.cached_content_token_count or 0,
             )
 
 

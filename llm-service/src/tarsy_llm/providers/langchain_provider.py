@@ -264,6 +264,40 @@ def _tools_key(request: pb.GenerateRequest) -> bytes:
     return b"\0".join(tool.SerializeToString(deterministic=True) for tool in request.tools)
 
 
+def _detail(details: Mapping[str, Any] | None, name: str) -> int:
+    """One token detail of LangChain's usage metadata. langchain-openai names it
+    ``<tier>_<name>`` (``priority_cache_read``, ``flex_reasoning``) for calls on
+    a priority or flex service tier; only one of the names is set."""
+    if not details:
+        return 0
+    suffix = f"_{name}"
+    return sum(
+        value
+        for key, value in details.items()
+        if (key == name or key.endswith(suffix)) and isinstance(value, int)
+    )
+
+
+def _usage_chunk(usage: Mapping[str, Any]) -> pb.GenerateResponse:
+    """LangChain's usage metadata in this service's convention.
+
+    Every integration fills ``input_tokens`` with the whole prompt, cached tokens
+    included (langchain-anthropic adds Anthropic's cache reads and writes to its
+    ``input_tokens``), and ``output_tokens`` with the reasoning tokens included
+    (langchain-google-genai adds Gemini's thoughts, langchain-xai xAI's
+    reasoning): the answer is the rest.
+    """
+    input_details = usage.get("input_token_details")
+    reasoning = _detail(usage.get("output_token_details"), "reasoning")
+    return chunks.usage(
+        input_tokens=usage.get("input_tokens") or 0,
+        output_tokens=max((usage.get("output_tokens") or 0) - reasoning, 0),
+        total_tokens=usage.get("total_tokens") or 0,
+        thinking_tokens=reasoning,
+        cached_input_tokens=_detail(input_details, "cache_read"),
+    )
+
+
 def _content_pieces(chunk: AIMessageChunk) -> list[tuple[str, str]]:
     """(kind, text) pieces of one streamed chunk: kind is "text" or "thinking"."""
     pieces: list[tuple[str, str]] = []
@@ -538,10 +572,4 @@ class LangChainProvider(LLMProvider):
             yield chunks.tool_call(call_id or new_call_id(), mapper.to_canonical(name), arguments)
         usage = full.usage_metadata
         if usage:
-            details = usage.get("output_token_details") or {}
-            yield chunks.usage(
-                input_tokens=usage.get("input_tokens", 0),
-                output_tokens=usage.get("output_tokens", 0),
-                total_tokens=usage.get("total_tokens", 0),
-                thinking_tokens=details.get("reasoning", 0) or 0,
-            )
+            yield _usage_chunk(usage)

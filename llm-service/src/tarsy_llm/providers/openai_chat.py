@@ -22,8 +22,11 @@ What LangChain did and this keeps, so that nothing changes for a provider:
   ``OPENAI_API_BASE``;
 * answer: the first choice's text deltas as they arrive; tool-call fragments
   merged by index (names and arguments concatenated, the first id kept) and
-  forwarded verbatim at the end; usage summed over the chunks that carry it,
-  reasoning tokens included;
+  forwarded verbatim at the end; usage summed over the chunks that carry it
+  and reported in the service's common convention (``completion_tokens``
+  include the reasoning tokens, so the answer is ``completion_tokens -
+  reasoning_tokens``; cached prompt tokens from
+  ``prompt_tokens_details.cached_tokens``);
 * failures: the SDK's own exceptions (HTTP status errors, error events in the
   stream), classified as before; no SDK retries.
 """
@@ -280,7 +283,7 @@ class _CallFragments:
 class _Usage:
     seen: bool = False
     values: dict[str, int] = field(
-        default_factory=lambda: {"input": 0, "output": 0, "total": 0, "reasoning": 0}
+        default_factory=lambda: {"input": 0, "output": 0, "total": 0, "reasoning": 0, "cached": 0}
     )
 
     def add(self, usage: Mapping[str, Any]) -> None:
@@ -288,10 +291,24 @@ class _Usage:
         prompt = usage.get("prompt_tokens") or 0
         completion = usage.get("completion_tokens") or 0
         details = usage.get("completion_tokens_details") or {}
+        prompt_details = usage.get("prompt_tokens_details") or {}
         self.values["input"] += prompt
         self.values["output"] += completion
         self.values["total"] += usage.get("total_tokens") or (prompt + completion)
         self.values["reasoning"] += (details.get("reasoning_tokens") or 0) if details else 0
+        self.values["cached"] += prompt_details.get("cached_tokens") or 0
+
+    def chunk(self) -> pb.GenerateResponse:
+        """The usage chunk: ``completion_tokens`` include the reasoning tokens,
+        the answer is the rest (never negative)."""
+        v = self.values
+        return chunks.usage(
+            input_tokens=v["input"],
+            output_tokens=max(v["output"] - v["reasoning"], 0),
+            total_tokens=v["total"],
+            thinking_tokens=v["reasoning"],
+            cached_input_tokens=v["cached"],
+        )
 
 
 async def stream_chat(
@@ -340,10 +357,4 @@ async def stream_chat(
                 call.id or new_call_id(), mapper.to_canonical(call.name), call.arguments or "{}"
             )
     if usage.seen:
-        v = usage.values
-        yield chunks.usage(
-            input_tokens=v["input"],
-            output_tokens=v["output"],
-            total_tokens=v["total"],
-            thinking_tokens=v["reasoning"],
-        )
+        yield usage.chunk()

@@ -39,6 +39,7 @@ async fn finish(store: &Store, id: &str, status: SessionStatus, summary_error: O
                 executive_summary: None,
                 executive_summary_error: summary_error.map(str::to_string),
                 error_message: None,
+                end_reason: None,
             },
         )
         .await

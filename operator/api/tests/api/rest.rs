@@ -502,6 +502,7 @@ async fn trace_levels(store: Store) {
             thinking_content: Some("check pods".into()),
             response_text: String::new(),
             usage: None,
+            cost_usd: None,
             duration_ms: 12,
             error_message: None,
         })
@@ -544,6 +545,7 @@ async fn trace_levels(store: Store) {
             thinking_content: None,
             response_text: "OOM".into(),
             usage: None,
+            cost_usd: None,
             duration_ms: 3,
             error_message: None,
         })

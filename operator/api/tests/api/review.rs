@@ -40,6 +40,7 @@ async fn finish(store: &Store, id: &str, status: SessionStatus) {
                 executive_summary: None,
                 executive_summary_error: None,
                 error_message: None,
+                end_reason: None,
             },
         )
         .await

@@ -258,6 +258,7 @@ async fn chat_events_reach_subscribers(store: Store) {
                 executive_summary: None,
                 executive_summary_error: None,
                 error_message: Some("stage failed".into()),
+                end_reason: None,
             },
         )
         .await

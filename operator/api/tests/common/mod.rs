@@ -480,6 +480,7 @@ pub async fn complete(store: &Store, session_id: &str) {
                 executive_summary: Some("OOM".into()),
                 executive_summary_error: None,
                 error_message: None,
+                end_reason: None,
             },
         )
         .await

@@ -83,6 +83,13 @@ pub struct ChainSpec {
     #[schemars(extend("x-kubernetes-validations" = [{"rule": DURATION_RULE, "message": "sessionTimeout must be a positive duration such as 15m"}]))]
     pub session_timeout: Option<String>,
 
+    /// What one session may spend (default: the Defaults' `budget`). Once
+    /// its LLM calls pass it, running agents stop calling tools and
+    /// conclude, later stages do not start, the executive summary is still
+    /// written, and the session ends with the reason `budget_exhausted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<tarsy_core::Budget>,
+
     /// Service account the investigation pods run as (default: the operator's
     /// read-only investigator account).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use tarsy_core::ProviderType;
+use tarsy_core::{ModelPrice, ProviderType};
 
 use super::alert::NativeTools;
 use super::common::SecretKeyRef;
@@ -74,6 +74,11 @@ pub struct LLMProviderSpec {
     #[schemars(length(max = 8))]
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub fallback: Option<Vec<String>>,
+    /// The model's prices, in US dollars per million tokens, over the bundled
+    /// price book's (a model it does not know, a negotiated discount, a
+    /// self-hosted model). Without a price, calls get no cost estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<ModelPrice>,
     /// Script replayed by a `scripted` provider (path inside the LLM service).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 4096))]

@@ -364,6 +364,7 @@ mod tests {
             context_window_tokens: None,
             script: None,
             fallback: Vec::new(),
+            price: None,
         };
         let cfg = GrpcEmbedder::embedding_config(&provider, "nomic-embed-text");
         assert_eq!(

@@ -160,6 +160,7 @@ fn from_response(content: Content) -> Chunk {
             output_tokens: i64::from(u.output_tokens),
             total_tokens: i64::from(u.total_tokens),
             thinking_tokens: i64::from(u.thinking_tokens),
+            cached_input_tokens: i64::from(u.cached_input_tokens),
         }),
         Content::Error(e) => Chunk::Error(LlmErrorInfo {
             message: e.message,

@@ -102,6 +102,7 @@ mod tests {
                 context_window_tokens: None,
                 script: Some("s.yaml".into()),
                 fallback: Vec::new(),
+                price: None,
             },
             native_tools_override: None,
             backend: Backend::Langchain,

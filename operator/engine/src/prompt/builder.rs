@@ -377,12 +377,16 @@ impl PromptBuilder {
     /// The prompt appended when the iteration budget is spent: asks for a
     /// conclusion without tools (ReAct gets the Final Answer format).
     pub fn forced_conclusion_prompt(&self, iteration: u32, strategy: IterationStrategy) -> String {
-        let template = if strategy == IterationStrategy::React {
-            assets::FORCED_CONCLUSION_REACT
-        } else {
-            assets::FORCED_CONCLUSION
-        };
-        render(template, &[("iteration", &iteration.to_string())])
+        let limit =
+            format!("You have used all {iteration} investigation iterations available to you");
+        conclusion_prompt(&limit, strategy)
+    }
+
+    /// The user message of the forced conclusion once the session's budget
+    /// is spent (`reason` says how).
+    pub fn budget_conclusion_prompt(&self, reason: &str, strategy: IterationStrategy) -> String {
+        let limit = format!("This investigation has reached what it may spend: {reason}");
+        conclusion_prompt(&limit, strategy)
     }
 
     /// System prompt of a tool result summarization call.
@@ -572,4 +576,14 @@ fn join(parts: Vec<String>) -> String {
         .filter(|p| !p.trim().is_empty())
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+/// The forced conclusion's message, for a limit said as a sentence.
+fn conclusion_prompt(limit: &str, strategy: IterationStrategy) -> String {
+    let template = if strategy == IterationStrategy::React {
+        assets::FORCED_CONCLUSION_REACT
+    } else {
+        assets::FORCED_CONCLUSION
+    };
+    render(template, &[("limit", limit)])
 }

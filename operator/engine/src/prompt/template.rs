@@ -40,9 +40,9 @@ pub(crate) mod assets {
     pub const SYNTHESIS_SYSTEM: &str = include_str!("../../prompts/synthesis_system.md");
     /// Synthesis user message (`alert_type`, `alert_data`, `investigations`).
     pub const SYNTHESIS_USER: &str = include_str!("../../prompts/synthesis_user.md");
-    /// Forced conclusion for function calling (`iteration`).
+    /// Forced conclusion for function calling (`limit`).
     pub const FORCED_CONCLUSION: &str = include_str!("../../prompts/forced_conclusion.md");
-    /// Forced conclusion for ReAct (`iteration`).
+    /// Forced conclusion for ReAct (`limit`).
     pub const FORCED_CONCLUSION_REACT: &str =
         include_str!("../../prompts/forced_conclusion_react.md");
     /// Tool result summarization system prompt (`server_name`, `tool_name`, `max_tokens`).

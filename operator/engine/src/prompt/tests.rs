@@ -100,6 +100,7 @@ fn resolved(display: &str, servers: &[&str], custom: &str) -> ResolvedAgentConfi
             context_window_tokens: None,
             script: None,
             fallback: vec![],
+            price: None,
         },
         max_iterations: 20,
         iteration_timeout: Duration::from_secs(120),
@@ -108,6 +109,7 @@ fn resolved(display: &str, servers: &[&str], custom: &str) -> ResolvedAgentConfi
         custom_instructions: custom.into(),
         native_tools_override: None,
         fail_on_unavailable_server: false,
+        budget: None,
     }
 }
 

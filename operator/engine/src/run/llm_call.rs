@@ -313,6 +313,7 @@ impl Run<'_> {
                 llm_response: response,
                 thinking_content: thinking,
                 response_text: text,
+                cost_usd: provider.cost_of(usage.as_ref()),
                 usage,
                 duration_ms,
                 error_message: error,
@@ -515,6 +516,7 @@ mod tests {
             context_window_tokens: None,
             script: None,
             fallback: vec![],
+            price: None,
         };
         assert_eq!(backend_for(Backend::GoogleNative, &p), Backend::Langchain);
         p.provider_type = ProviderType::Vertexai;

@@ -216,6 +216,21 @@ impl<'a> Run<'a> {
         .await
     }
 
+    /// How the session's budget is spent, when it is: the execution then
+    /// concludes without more tools. Unknown spend goes on (fail-open).
+    pub(crate) async fn budget_exhausted(&self) -> Option<String> {
+        let budget = self.ctx.config.budget?;
+        let spent = self.ctx.spend.as_ref()?.spent().await?;
+        let why = budget.exhausted_by(&spent)?;
+        tracing::info!(
+            session_id = %self.ctx.session_id,
+            execution_id = %self.ctx.execution_id,
+            reason = %why,
+            "budget spent; the agent concludes"
+        );
+        Some(why)
+    }
+
     /// A deadline one iteration timeout from now.
     pub fn iteration_deadline(&self) -> Instant {
         Instant::now() + self.ctx.config.iteration_timeout

@@ -1,5 +1,6 @@
-//! The forced conclusion at the iteration limit: one more call without
-//! tools asking the model to conclude with what it has.
+//! The forced conclusion at a limit — the iteration limit, or the session's
+//! budget spent: one more call without tools asking the model to conclude
+//! with what it has.
 
 use serde_json::json;
 use tarsy_core::{ConversationMessage, ExecutionStatus, LlmInteractionType};
@@ -8,14 +9,23 @@ use crate::execution::ExecutionResult;
 use crate::react_parser;
 use crate::run::{Run, Stop};
 
-/// At max iterations: fail if the last interaction failed, otherwise one
-/// more call without tools asking for the conclusion.
+/// Why an execution must conclude now.
+pub(crate) enum Limit {
+    /// Its iterations are used up.
+    Iterations,
+    /// The session's budget is spent (said how).
+    Budget(String),
+}
+
+/// At a limit: at max iterations, fail if the last interaction failed;
+/// otherwise one more call without tools asking for the conclusion.
 pub(crate) async fn forced_conclusion(
     run: &mut Run<'_>,
     react: bool,
+    limit: Limit,
 ) -> Result<ExecutionResult, Stop> {
     let max = run.state.max_iterations;
-    if run.state.last_interaction_failed {
+    if matches!(limit, Limit::Iterations) && run.state.last_interaction_failed {
         return Ok(ExecutionResult::ended(
             ExecutionStatus::Failed,
             format!(
@@ -26,18 +36,25 @@ pub(crate) async fn forced_conclusion(
             run.state.current_iteration,
         ));
     }
-    let prompt = run
-        .prompts
-        .forced_conclusion_prompt(max, run.ctx.config.iteration_strategy);
+    let strategy = run.ctx.config.iteration_strategy;
+    let prompt = match &limit {
+        Limit::Iterations => run.prompts.forced_conclusion_prompt(max, strategy),
+        Limit::Budget(why) => run.prompts.budget_conclusion_prompt(why, strategy),
+    };
     run.push_message(ConversationMessage::user(prompt), false)
         .await?;
-    // Every event of the conclusion says it was forced, and after how many
-    // iterations, so a reader can tell it from a conclusion the model chose.
-    let forced = json!({
+    // Every event of the conclusion says it was forced, after how many
+    // iterations and why, so a reader can tell it from a conclusion the
+    // model chose.
+    let mut forced = json!({
         "forced_conclusion": true,
         "iterations_used": run.state.current_iteration,
         "max_iterations": max,
     });
+    if let Limit::Budget(why) = &limit {
+        forced["budget_exhausted"] = json!(true);
+        forced["reason"] = json!(why);
+    }
     let deadline = run.iteration_deadline();
     let mut req = run.turn(|_| LlmInteractionType::ForcedConclusion, &[], deadline);
     // The call after the last iteration.
@@ -77,9 +94,13 @@ pub(crate) async fn forced_conclusion(
             json!({"kind": "empty_response"}),
         )
         .await?;
+        let why = match &limit {
+            Limit::Iterations => format!("max iterations ({max}) reached"),
+            Limit::Budget(why) => why.clone(),
+        };
         return Ok(ExecutionResult::ended(
             ExecutionStatus::Failed,
-            format!("max iterations ({max}) reached and the forced conclusion was empty"),
+            format!("{why} and the forced conclusion was empty"),
             run.usage,
             run.state.current_iteration,
         ));

@@ -7,7 +7,7 @@ use serde_json::json;
 use tarsy_core::{ConversationMessage, ExecutionStatus, LlmInteractionType, ToolCall};
 use tokio::time::Instant;
 
-use super::forced_conclusion::forced_conclusion;
+use super::forced_conclusion::{Limit, forced_conclusion};
 use super::{Strategy, run_with};
 use crate::execution::{ExecutionContext, ExecutionResult};
 use crate::run::{CallError, LlmResponse, Run, Stop};
@@ -56,6 +56,9 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
                 run.state.current_iteration,
             ));
         }
+        if let Some(why) = run.budget_exhausted().await {
+            return forced_conclusion(run, false, Limit::Budget(why)).await;
+        }
         run.state.current_iteration = iteration;
         let deadline = run.iteration_deadline();
         let resp = match run
@@ -101,7 +104,7 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
         .await?;
         answer_tool_calls(run, resp.tool_calls, deadline, false).await?;
     }
-    forced_conclusion(run, false).await
+    forced_conclusion(run, false, Limit::Iterations).await
 }
 
 /// Runs a turn's tool calls and answers each in the conversation;

@@ -9,7 +9,7 @@ use tarsy_core::{
     ToolCall, ToolResult,
 };
 
-use super::forced_conclusion::forced_conclusion;
+use super::forced_conclusion::{Limit, forced_conclusion};
 use super::{Strategy, run_with};
 use crate::execution::{ExecutionContext, ExecutionResult};
 use crate::react_parser::{self, ReactStep};
@@ -86,6 +86,9 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
                 run.state.current_iteration,
             ));
         }
+        if let Some(why) = run.budget_exhausted().await {
+            return forced_conclusion(run, true, Limit::Budget(why)).await;
+        }
         run.state.current_iteration = iteration;
         let deadline = run.iteration_deadline();
         let resp = match run
@@ -120,7 +123,7 @@ async fn drive(run: &mut Run<'_>) -> Result<ExecutionResult, Stop> {
             return Ok(done);
         }
     }
-    forced_conclusion(run, true).await
+    forced_conclusion(run, true, Limit::Iterations).await
 }
 
 /// Does what a parsed answer says: concludes (the result), or calls a tool

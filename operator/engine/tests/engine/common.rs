@@ -29,6 +29,7 @@ pub fn provider(name: &str) -> LlmProviderConfig {
         context_window_tokens: None,
         script: None,
         fallback: vec![],
+        price: None,
     }
 }
 
@@ -46,6 +47,7 @@ pub fn config(strategy: IterationStrategy, max_iterations: u32) -> ResolvedAgent
         custom_instructions: String::new(),
         native_tools_override: None,
         fail_on_unavailable_server: false,
+        budget: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Engine tests: every iteration strategy driven through the real gRPC client
 //! against the scripted LLM server.
 
+mod budget;
 mod common;
 mod function_calling;
 mod outage;

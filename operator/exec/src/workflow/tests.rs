@@ -54,6 +54,7 @@ fn view() -> SessionView {
         deadline_passed: false,
         stages: Vec::new(),
         executive_summary: ExecutiveSummaryView::NotRequested,
+        spent: None,
     }
 }
 
