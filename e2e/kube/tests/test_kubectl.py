@@ -74,7 +74,7 @@ def test_crd_manifests_and_examples_apply_and_read_back(sre):
     assert listed["kind"] == "AlertList" and listed["apiVersion"] == "tarsy.dev/v1alpha1"
     assert int(listed["metadata"]["resourceVersion"]) >= max(int(i["metadata"]["resourceVersion"]) for i in listed["items"])
     table = sre("get", "alerts", "-n", NS).stdout
-    assert table.splitlines()[0].split() == ["NAME", "TYPE", "PHASE", "STAGE", "SCORE", "AGE"]
+    assert table.splitlines()[0].split() == ["NAME", "TYPE", "PHASE", "STAGE", "SCORE", "COST", "AGE"]
     assert "KubePodCrashLooping" in table
 
 

@@ -422,63 +422,14 @@ async fn main() -> Result<(), BoxError> {
         ..ConnectOptions::default()
     };
 
-    let path =
-        std::env::temp_dir().join(format!("tarsy_triage_{}.db", uuid::Uuid::new_v4().simple()));
-    let url = format!("sqlite:{}", path.display());
-    let result = async {
-        // Migrate through the store, seed through a plain pool.
-        Store::connect(&url).await?.close().await;
-        let t0 = Instant::now();
-        let pool = sqlx::SqlitePool::connect(&url).await?;
-        for sql in &statements {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.as_str()))
-                .execute(&pool)
-                .await?;
-        }
-        pool.close().await;
-        println!("sqlite    seeded in {:.1}s", t0.elapsed().as_secs_f64());
-        let store = Store::connect_with(&url, options.clone()).await?;
-        let measured = measure(&store, "sqlite", iterations).await;
-        store.close().await;
-        measured
-    }
-    .await;
-    let keep = std::env::var_os("TARSY_BENCH_KEEP").is_some();
-    bench_support::finish_sqlite(&path, keep);
-    result?;
-
-    let db = match tarsy_store::testing::TestDatabase::create("tarsy_bench").await {
-        Ok(db) => db,
-        Err(e) => {
-            println!("postgres  skipped: {e}");
-            return Ok(());
-        }
-    };
-    let result = async {
-        let store = Store::connect_with(db.url(), options).await?;
-        let pool = store.postgres_pool().expect("a Postgres store").clone();
-        let t0 = Instant::now();
-        for sql in &statements {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.as_str()))
-                .execute(&pool)
-                .await?;
-        }
-        // What autovacuum does to a live table: statistics and the
-        // visibility map (index-only counts).
-        sqlx::raw_sql("VACUUM ANALYZE alert_sessions")
-            .execute(&pool)
-            .await?;
-        println!("postgres  seeded in {:.1}s", t0.elapsed().as_secs_f64());
-        let measured = measure(&store, "postgres", iterations).await;
-        store.close().await;
-        measured
-    }
-    .await;
-    if keep {
-        println!("postgres  kept: {}", db.url());
-        std::mem::forget(db);
-    } else {
-        db.drop_database().await?;
-    }
-    result
+    // What autovacuum does to a live table: statistics and the visibility
+    // map (index-only counts).
+    bench_support::on_both_backends(
+        "tarsy_triage",
+        &statements,
+        options,
+        "VACUUM ANALYZE alert_sessions",
+        async |store, backend| measure(store, backend, iterations).await,
+    )
+    .await
 }

@@ -3,7 +3,8 @@
 //! (default 100,000, created over 90 days, in 10 alert types, 5 chains and
 //! 20 scopes) with their usage rows (1–3 models each, as the trigger on LLM
 //! interactions keeps them), in a fresh SQLite file (WAL, as local mode
-//! runs it) and a fresh Postgres database, then prints p50/p95 of the
+//! runs it, left as the store leaves it) and a fresh Postgres database
+//! (analysed, as autovacuum would), then prints p50/p95 of the
 //! summary over the last 7 days, the last 30 days and all 90, ranked by
 //! cost and by tokens. The budget is 200 ms per call.
 //!
@@ -184,61 +185,12 @@ async fn main() -> Result<(), BoxError> {
         ..ConnectOptions::default()
     };
 
-    let path =
-        std::env::temp_dir().join(format!("tarsy_usage_{}.db", uuid::Uuid::new_v4().simple()));
-    let url = format!("sqlite:{}", path.display());
-    let result = async {
-        // Migrate through the store, seed through a plain pool.
-        Store::connect(&url).await?.close().await;
-        let t0 = Instant::now();
-        let pool = sqlx::SqlitePool::connect(&url).await?;
-        for sql in &statements {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.as_str()))
-                .execute(&pool)
-                .await?;
-        }
-        sqlx::raw_sql("ANALYZE").execute(&pool).await?;
-        pool.close().await;
-        println!("sqlite    seeded in {:.1}s", t0.elapsed().as_secs_f64());
-        let store = Store::connect_with(&url, options.clone()).await?;
-        let measured = measure(&store, "sqlite", iterations).await;
-        store.close().await;
-        measured
-    }
-    .await;
-    let keep = std::env::var_os("TARSY_BENCH_KEEP").is_some();
-    bench_support::finish_sqlite(&path, keep);
-    result?;
-
-    let db = match tarsy_store::testing::TestDatabase::create("tarsy_bench").await {
-        Ok(db) => db,
-        Err(e) => {
-            println!("postgres  skipped: {e}");
-            return Ok(());
-        }
-    };
-    let result = async {
-        let store = Store::connect_with(db.url(), options).await?;
-        let pool = store.postgres_pool().expect("a Postgres store").clone();
-        let t0 = Instant::now();
-        for sql in &statements {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.as_str()))
-                .execute(&pool)
-                .await?;
-        }
-        // What autovacuum does to live tables.
-        sqlx::raw_sql("VACUUM ANALYZE alert_sessions; VACUUM ANALYZE session_usage")
-            .execute(&pool)
-            .await?;
-        println!("postgres  seeded in {:.1}s", t0.elapsed().as_secs_f64());
-        let measured = measure(&store, "postgres", iterations).await;
-        store.close().await;
-        measured
-    }
-    .await;
-    if keep {
-        println!("postgres  kept: {}", db.url());
-        std::mem::forget(db);
-    }
-    result
+    bench_support::on_both_backends(
+        "tarsy_usage",
+        &statements,
+        options,
+        "VACUUM ANALYZE alert_sessions; VACUUM ANALYZE session_usage",
+        async |store, backend| measure(store, backend, iterations).await,
+    )
+    .await
 }

@@ -4,9 +4,10 @@
 // Each bench uses a part of this module.
 #![allow(dead_code)]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use tarsy_store::{ConnectOptions, Store};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -68,4 +69,75 @@ pub fn finish_sqlite(path: &std::path::Path, keep: bool) {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
     }
+}
+
+/// Seeds `statements` into a fresh SQLite file (WAL, as local mode runs it;
+/// left as the store leaves it) and a fresh Postgres database (the test
+/// server of `TARSY_TEST_DATABASE_URL`; skipped when unreachable, its
+/// `analyze` statements run after the seed as autovacuum would), and runs
+/// `measure` on each with the backend's name. `TARSY_BENCH_KEEP=1` keeps
+/// both databases (and names them) for EXPLAIN; otherwise they are removed.
+pub async fn on_both_backends(
+    name: &str,
+    statements: &[String],
+    options: ConnectOptions,
+    analyze: &str,
+    measure: impl AsyncFn(&Store, &'static str) -> Result<(), BoxError>,
+) -> Result<(), BoxError> {
+    let keep = std::env::var_os("TARSY_BENCH_KEEP").is_some();
+    let path = std::env::temp_dir().join(format!("{name}_{}.db", uuid::Uuid::new_v4().simple()));
+    let url = format!("sqlite:{}", path.display());
+    let result = async {
+        // Migrate through the store, seed through a plain pool.
+        Store::connect(&url).await?.close().await;
+        let t0 = Instant::now();
+        let pool = sqlx::SqlitePool::connect(&url).await?;
+        for sql in statements {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.as_str()))
+                .execute(&pool)
+                .await?;
+        }
+        pool.close().await;
+        println!("sqlite    seeded in {:.1}s", t0.elapsed().as_secs_f64());
+        let store = Store::connect_with(&url, options.clone()).await?;
+        let measured = measure(&store, "sqlite").await;
+        store.close().await;
+        measured
+    }
+    .await;
+    finish_sqlite(&path, keep);
+    result?;
+
+    let db = match tarsy_store::testing::TestDatabase::create("tarsy_bench").await {
+        Ok(db) => db,
+        Err(e) => {
+            println!("postgres  skipped: {e}");
+            return Ok(());
+        }
+    };
+    let result = async {
+        let store = Store::connect_with(db.url(), options).await?;
+        let pool = store.postgres_pool().expect("a Postgres store").clone();
+        let t0 = Instant::now();
+        for sql in statements {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.as_str()))
+                .execute(&pool)
+                .await?;
+        }
+        sqlx::raw_sql(sqlx::AssertSqlSafe(analyze))
+            .execute(&pool)
+            .await?;
+        println!("postgres  seeded in {:.1}s", t0.elapsed().as_secs_f64());
+        let measured = measure(&store, "postgres").await;
+        store.close().await;
+        measured
+    }
+    .await;
+    if keep {
+        println!("postgres  kept: {}", db.url());
+        std::mem::forget(db);
+    } else {
+        db.drop_database().await?;
+    }
+    result
 }
