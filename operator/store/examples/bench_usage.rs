@@ -189,7 +189,7 @@ async fn main() -> Result<(), BoxError> {
         "tarsy_usage",
         &statements,
         options,
-        "VACUUM ANALYZE alert_sessions; VACUUM ANALYZE session_usage",
+        "VACUUM ANALYZE alert_sessions, session_usage",
         async |store, backend| measure(store, backend, iterations).await,
     )
     .await

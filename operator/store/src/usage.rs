@@ -126,14 +126,24 @@ impl Store {
         let window = "s.created_at >= $1 AND s.created_at < $2";
         let bind = |sql: Sql| sql.bind(filter.from).bind(filter.to);
 
-        // Sessions by alert type, chain and scope, from their own rows.
-        let counts: Vec<(String, String, Option<String>, i64)> = self
+        // The three passes at once (each its own connection): sessions by
+        // alert type, chain and scope from their own rows; their usage rows
+        // by model and dimension (few groups, folded here); the top sessions.
+        let counts = self
             .db
-            .fetch_all(bind(Sql::dynamic(format!(
+            .fetch_all::<(String, String, Option<String>, i64)>(bind(Sql::dynamic(format!(
                 "SELECT s.alert_type, s.chain_id, s.memory_scope, COUNT(*) FROM alert_sessions s \
                  WHERE {window} GROUP BY s.alert_type, s.chain_id, s.memory_scope"
-            ))))
-            .await?;
+            ))));
+        let combos = self.db.fetch_all::<ComboRow>(bind(Sql::dynamic(format!(
+            "SELECT provider, model, s.alert_type, s.chain_id, s.memory_scope, \
+             COUNT(DISTINCT u.session_id), {COST_SUMS} \
+             FROM session_usage u JOIN alert_sessions s ON s.id = u.session_id \
+             WHERE {window} \
+             GROUP BY provider, model, s.alert_type, s.chain_id, s.memory_scope"
+        ))));
+        let (counts, combos, top_sessions) =
+            tokio::try_join!(counts, combos, self.top_sessions(filter, window))?;
         let mut by_alert_type = Groups::default();
         let mut by_chain = Groups::default();
         let mut by_scope = Groups::default();
@@ -145,17 +155,6 @@ impl Store {
             by_scope.count(scope.unwrap_or_else(|| NO_SCOPE.into()), n);
         }
 
-        // Their usage rows by model and dimension: few groups, folded here.
-        let combos: Vec<ComboRow> = self
-            .db
-            .fetch_all(bind(Sql::dynamic(format!(
-                "SELECT provider, model, s.alert_type, s.chain_id, s.memory_scope, \
-                 COUNT(DISTINCT u.session_id), {COST_SUMS} \
-                 FROM session_usage u JOIN alert_sessions s ON s.id = u.session_id \
-                 WHERE {window} \
-                 GROUP BY provider, model, s.alert_type, s.chain_id, s.memory_scope"
-            ))))
-            .await?;
         let mut total = Cost::default();
         let mut by_model: BTreeMap<(String, String), UsageGroup> = BTreeMap::new();
         for row in combos {
@@ -197,7 +196,7 @@ impl Store {
             by_alert_type: by_alert_type.ranked(),
             by_chain: by_chain.ranked(),
             by_scope: by_scope.ranked(),
-            top_sessions: self.top_sessions(filter, window).await?,
+            top_sessions,
         })
     }
 
