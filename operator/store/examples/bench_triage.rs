@@ -32,28 +32,9 @@ use tarsy_core::{ReviewRating, ReviewStatus, SessionStatus};
 use tarsy_store::{ConnectOptions, SessionFilter, Store};
 
 mod bench_support;
-use bench_support::{BoxError, Rng, text, ts};
+use bench_support::{ALERT_TYPES, BoxError, CHAINS, Rng, text, ts};
 
 const BATCH: usize = 1_000;
-const CHAINS: [&str; 5] = [
-    "kubernetes",
-    "database",
-    "network",
-    "storage",
-    "application",
-];
-const ALERT_TYPES: [&str; 10] = [
-    "PodCrashLooping",
-    "KubeNodeNotReady",
-    "HighErrorRate",
-    "PostgresReplicationLag",
-    "DiskFillingUp",
-    "CertificateExpiring",
-    "HighLatency",
-    "TargetDown",
-    "OOMKilled",
-    "DeploymentReplicasMismatch",
-];
 const TAGS: [&str; 6] = [
     "premature-conclusion",
     "missed-available-tool",

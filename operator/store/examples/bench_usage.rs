@@ -24,28 +24,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use tarsy_store::{ConnectOptions, Store, UsageFilter, UsageRank};
 
 mod bench_support;
-use bench_support::{BoxError, Rng, text, ts};
+use bench_support::{ALERT_TYPES, BoxError, CHAINS, Rng, text, ts};
 
 const BATCH: usize = 1_000;
-const CHAINS: [&str; 5] = [
-    "kubernetes",
-    "database",
-    "network",
-    "storage",
-    "application",
-];
-const ALERT_TYPES: [&str; 10] = [
-    "PodCrashLooping",
-    "KubeNodeNotReady",
-    "HighErrorRate",
-    "PostgresReplicationLag",
-    "DiskFillingUp",
-    "CertificateExpiring",
-    "HighLatency",
-    "TargetDown",
-    "OOMKilled",
-    "DeploymentReplicasMismatch",
-];
 /// LLMProvider, model, price per token (none: no price).
 const MODELS: [(&str, &str, Option<f64>); 4] = [
     ("gemini", "gemini-2.5-pro", Some(3e-6)),

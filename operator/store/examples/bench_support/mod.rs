@@ -11,6 +11,29 @@ use tarsy_store::{ConnectOptions, Store};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The chains sessions are spread over.
+pub const CHAINS: [&str; 5] = [
+    "kubernetes",
+    "database",
+    "network",
+    "storage",
+    "application",
+];
+
+/// The alert types sessions are spread over.
+pub const ALERT_TYPES: [&str; 10] = [
+    "PodCrashLooping",
+    "KubeNodeNotReady",
+    "HighErrorRate",
+    "PostgresReplicationLag",
+    "DiskFillingUp",
+    "CertificateExpiring",
+    "HighLatency",
+    "TargetDown",
+    "OOMKilled",
+    "DeploymentReplicasMismatch",
+];
+
 /// A small deterministic generator (xorshift64*): the same rows every run.
 pub struct Rng(pub u64);
 
